@@ -1,0 +1,204 @@
+/*
+ * convpool — fused Conv2D + bias + MaxPool for the CPU.
+ *
+ * Contract: src X [B, C_in, H, W] (NCHW, contiguous), weights [C_out, C_in, K, K]
+ * (OIHW), optional bias [C_out]; convolution stride 1, no padding
+ * (OH = H-K+1, OW = W-K+1); max pooling P x P with stride P and floor sizing
+ * (PH = OH/P, PW = OW/P; P = 1 is no pooling); bias added after the max.
+ * dst Y [B, C_out, PH, PW] has the dtype of X. The result equals
+ * torch.nn.functional.max_pool2d(torch.nn.functional.conv2d(X, W, bias), P, P).
+ * The convolution output is never written to memory.
+ *
+ * Every function returns a convpool_status. On failure, convpool_last_error()
+ * gives a message (per thread) that names the offending value, and dst is left
+ * untouched. The library never aborts, exits or prints.
+ */
+#ifndef CONVPOOL_H
+#define CONVPOOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CONVPOOL_VERSION_MAJOR 0
+#define CONVPOOL_VERSION_MINOR 1
+#define CONVPOOL_VERSION_PATCH 0
+#define CONVPOOL_VERSION_STRING "0.1.0"
+
+#if defined(_WIN32)
+#define CONVPOOL_API
+#else
+#define CONVPOOL_API __attribute__((visibility("default")))
+#endif
+
+/** Status of every call. */
+typedef enum convpool_status {
+  CONVPOOL_SUCCESS = 0,          /**< the call did what it was asked */
+  CONVPOOL_INVALID_ARGUMENT = 1, /**< a pointer, size or option is not valid */
+  CONVPOOL_UNSUPPORTED = 2,      /**< valid, but not implemented on this build or CPU */
+  CONVPOOL_OUT_OF_MEMORY = 3,    /**< an allocation failed; nothing was leaked */
+  CONVPOOL_INVALID_STATE = 4,    /**< the operator is busy, destroyed or never created */
+  CONVPOOL_INTERNAL_ERROR = 5    /**< a resource other than memory failed (e.g. threads) */
+} convpool_status;
+
+/** Element type of src, weights, bias and dst. */
+typedef enum convpool_dtype {
+  CONVPOOL_FLOAT32 = 0,  /**< IEEE binary32 */
+  CONVPOOL_FLOAT16 = 1,  /**< IEEE binary16 storage; fp32 products and accumulation */
+  CONVPOOL_BFLOAT16 = 2  /**< bfloat16 storage; reserved: returns CONVPOOL_UNSUPPORTED */
+} convpool_dtype;
+
+/** Algorithm. */
+typedef enum convpool_algo {
+  CONVPOOL_ALGO_AUTO = 0,         /**< the library chooses */
+  CONVPOOL_ALGO_SHIFT_REDUCE = 1, /**< shifted rows read straight from NCHW */
+  CONVPOOL_ALGO_IM2COL = 2        /**< reserved: returns CONVPOOL_UNSUPPORTED */
+} convpool_algo;
+
+/**
+ * Memory allocator. alloc returns memory aligned to at least `alignment`
+ * (a power of two, <= 4096) or NULL; free releases it (NULL is allowed).
+ */
+typedef struct convpool_allocator {
+  void *(*alloc)(void *context, size_t size, size_t alignment);
+  void (*free)(void *context, void *pointer);
+  void *context;
+} convpool_allocator;
+
+/** Options of an operator. Initialise with convpool_options_init(). */
+typedef struct convpool_options {
+  int threads;       /**< worker threads; 0 = usable CPUs (affinity and cgroup quota) */
+  convpool_algo algo;
+  int rows_per_item; /**< pooled rows per work item; 0 = the plan decides */
+  const convpool_allocator *allocator; /**< NULL = the global allocator */
+} convpool_options;
+
+/** Library and machine facts. */
+typedef struct convpool_info {
+  const char *version;  /**< CONVPOOL_VERSION_STRING */
+  const char *isa;      /**< ISA chosen at run time: "avx512f", "avx2" or "scalar" */
+  int usable_cpus;      /**< affinity mask intersected with the cgroup CPU quota */
+  size_t l1d_bytes;     /**< data cache sizes per core (cpuid, or documented fallbacks) */
+  size_t l2_bytes;
+  size_t l3_bytes;
+  int caches_from_cpuid; /**< 1 if the sizes came from cpuid, 0 if fallbacks */
+} convpool_info;
+
+/** Opaque operator: packed weights, plan and thread pool. */
+typedef struct convpool_op convpool_op;
+
+/** The name of a status ("success", "invalid argument", ...). Never NULL. */
+CONVPOOL_API const char *convpool_status_string(convpool_status status);
+
+/**
+ * The message of the last failed call on this thread ("" if none). It names
+ * the offending value, e.g. "pool = 5 is larger than the conv output 3x3".
+ */
+CONVPOOL_API const char *convpool_last_error(void);
+
+/** Size of one element of dtype in bytes, or 0 for an unknown dtype. */
+CONVPOOL_API size_t convpool_dtype_size(convpool_dtype dtype);
+
+/** Name of a dtype ("float32", "float16", "bfloat16"), or "unknown". */
+CONVPOOL_API const char *convpool_dtype_name(convpool_dtype dtype);
+
+/** Fill options with the defaults (all threads, auto algorithm, planned items). */
+CONVPOOL_API void convpool_options_init(convpool_options *options);
+
+/**
+ * Replace the global allocator used when options->allocator is NULL.
+ * @param allocator NULL restores the default (aligned malloc/free).
+ * Call it while no operator exists.
+ */
+CONVPOOL_API convpool_status convpool_set_default_allocator(const convpool_allocator *allocator);
+
+/** Library version, chosen ISA, usable CPUs and cache sizes. */
+CONVPOOL_API convpool_status convpool_get_info(convpool_info *info);
+
+/**
+ * Create an operator: validate, pack the weights once, start the thread pool.
+ * @param dtype     element type of weights, bias, src and dst
+ * @param weights   [c_out, c_in, k, k]; not referenced after the call
+ * @param bias      [c_out] or NULL for no bias; not referenced after the call
+ * @param c_out, c_in, k  filter shape (all >= 1)
+ * @param pool      max pooling window and stride (>= 1; 1 = no pooling)
+ * @param options   NULL for the defaults
+ * @param op_out    receives the operator
+ * @returns CONVPOOL_SUCCESS, or a failure with *op_out set to NULL
+ */
+CONVPOOL_API convpool_status convpool_op_create(convpool_dtype dtype, const void *weights,
+                                                const void *bias, int64_t c_out, int64_t c_in,
+                                                int64_t k, int64_t pool,
+                                                const convpool_options *options,
+                                                convpool_op **op_out);
+
+/**
+ * Shape of dst for a run on src [batch, c_in, height, width].
+ * @param shape receives {batch, c_out, PH, PW}
+ * @param bytes receives the byte size of dst (may be NULL)
+ */
+CONVPOOL_API convpool_status convpool_op_output_shape(const convpool_op *op, int64_t batch,
+                                                      int64_t height, int64_t width,
+                                                      int64_t shape[4], size_t *bytes);
+
+/**
+ * Run the layer. Batch and spatial size may change from run to run.
+ * src and dst must not overlap. One operator runs one call at a time: a call
+ * made while another thread is inside convpool_op_run on the same operator
+ * returns CONVPOOL_INVALID_STATE. Different operators run in parallel safely.
+ * @param src       [batch, c_in, height, width] of the operator's dtype
+ * @param dst       [batch, c_out, PH, PW]
+ * @param dst_bytes capacity of dst in bytes; must be >= the output size
+ */
+CONVPOOL_API convpool_status convpool_op_run(convpool_op *op, const void *src, int64_t batch,
+                                             int64_t height, int64_t width, void *dst,
+                                             size_t dst_bytes);
+
+/**
+ * Describe the plan of a run on [batch, c_in, height, width] as text: ISA,
+ * caches, block sizes, work items, threads, buffer bytes against their budgets.
+ * The text is truncated to capacity-1 characters and always NUL-terminated.
+ */
+CONVPOOL_API convpool_status convpool_op_describe(const convpool_op *op, int64_t batch,
+                                                  int64_t height, int64_t width, char *text,
+                                                  size_t capacity);
+
+/** Facts of the plan of a run, for tools and tests. */
+typedef struct convpool_plan_info {
+  int threads;             /**< threads used */
+  int64_t items;           /**< work items */
+  int64_t rows_per_item;   /**< pooled rows per work item */
+  int mr;                  /**< output channels per register tile */
+  int nr;                  /**< conv columns per register tile */
+  int64_t col_block;       /**< conv columns per column block */
+  size_t packed_weight_bytes;
+  size_t scratch_bytes_per_thread;
+  const char *isa;
+  const char *kernel;      /**< microkernel name */
+} convpool_plan_info;
+
+/** Plan facts of a run on [batch, c_in, height, width]. */
+CONVPOOL_API convpool_status convpool_op_plan(const convpool_op *op, int64_t batch,
+                                              int64_t height, int64_t width,
+                                              convpool_plan_info *info);
+
+/** Destroy an operator (NULL is a no-op). */
+CONVPOOL_API convpool_status convpool_op_destroy(convpool_op *op);
+
+/**
+ * One-shot call: create, run, destroy. Same arguments as above; weights and
+ * bias must not overlap dst.
+ */
+CONVPOOL_API convpool_status convpool_conv2d_maxpool(
+    convpool_dtype dtype, const void *src, int64_t batch, int64_t c_in, int64_t height,
+    int64_t width, const void *weights, int64_t c_out, int64_t k, const void *bias,
+    int64_t pool, void *dst, size_t dst_bytes, const convpool_options *options);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CONVPOOL_H */

@@ -1,0 +1,49 @@
+/* Internal declarations shared by the library's translation units. */
+#ifndef CONVPOOL_INTERNAL_H
+#define CONVPOOL_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "convpool.h"
+
+/* ---- errors (status.c) ---- */
+
+/* Record a printf-style message for convpool_last_error() and return status. */
+convpool_status cp_fail(convpool_status status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void cp_clear_error(void);
+
+/* ---- memory (status.c) ---- */
+
+const convpool_allocator *cp_allocator_or_default(const convpool_allocator *allocator);
+void *cp_alloc(const convpool_allocator *a, size_t size);  /* 64-byte aligned */
+void cp_free(const convpool_allocator *a, void *p);
+
+/* Overflow-checked size arithmetic: return 0 on overflow. */
+static inline int cp_mul(size_t a, size_t b, size_t *out) {
+  return !__builtin_mul_overflow(a, b, out);
+}
+static inline int cp_add(size_t a, size_t b, size_t *out) {
+  return !__builtin_add_overflow(a, b, out);
+}
+static inline size_t cp_round_up(size_t a, size_t m) { return (a + m - 1) / m * m; }
+
+/* ---- CPU facts (cpu.c) ---- */
+
+typedef enum cp_isa { CP_ISA_SCALAR = 0, CP_ISA_AVX2 = 1, CP_ISA_AVX512 = 2 } cp_isa;
+
+typedef struct cp_cpu {
+  cp_isa isa;           /* best ISA detected, capped by CONVPOOL_ISA */
+  cp_isa detected;      /* best ISA the CPU and OS support */
+  int isa_cap_ignored;  /* CONVPOOL_ISA was set to a value not recognised */
+  int usable_cpus;
+  size_t l1d, l2, l3;
+  int caches_from_cpuid;
+} cp_cpu;
+
+const cp_cpu *cp_cpu_get(void); /* computed once, thread-safe */
+const char *cp_isa_name(cp_isa isa);
+
+#endif

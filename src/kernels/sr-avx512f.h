@@ -1,0 +1,40 @@
+/*
+ * Template of the AVX-512F shift-reduce microkernel (see ukernel.h).
+ * Lanes run along the conv positions; each (c, i, j) step loads NRV vectors of
+ * shifted input (unaligned loads straight from NCHW), broadcasts MR packed
+ * weights and issues MR*NRV independent FMAs into the register tile.
+ * Define before including: CP_MR, CP_NRV (vectors of 16), CP_ELEM (element
+ * type), CP_LOAD(ptr) (16 elements -> __m512) and CP_FN (function name).
+ */
+#include <immintrin.h>
+
+void CP_FN(const void *xv, size_t cs, size_t rs, size_t c_in, size_t k, const float *w,
+           float *tile, size_t ld) {
+  const CP_ELEM *x = (const CP_ELEM *)xv;
+  __m512 acc[CP_MR][CP_NRV];
+#pragma GCC unroll 16
+  for (int m = 0; m < CP_MR; m++)
+#pragma GCC unroll 4
+    for (int v = 0; v < CP_NRV; v++) acc[m][v] = _mm512_setzero_ps();
+  for (size_t c = 0; c < c_in; c++) {
+    for (size_t i = 0; i < k; i++) {
+      const CP_ELEM *xr = x + c * cs + i * rs;
+      for (size_t j = 0; j < k; j++) {
+        __m512 xin[CP_NRV];
+#pragma GCC unroll 4
+        for (int v = 0; v < CP_NRV; v++) xin[v] = CP_LOAD(xr + j + 16 * v);
+#pragma GCC unroll 16
+        for (int m = 0; m < CP_MR; m++) {
+          const __m512 b = _mm512_set1_ps(w[m]);
+#pragma GCC unroll 4
+          for (int v = 0; v < CP_NRV; v++) acc[m][v] = _mm512_fmadd_ps(b, xin[v], acc[m][v]);
+        }
+        w += CP_MR;
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int m = 0; m < CP_MR; m++)
+#pragma GCC unroll 4
+    for (int v = 0; v < CP_NRV; v++) _mm512_storeu_ps(tile + m * ld + 16 * v, acc[m][v]);
+}

@@ -1,0 +1,21 @@
+/* Dispatch table of the shift-reduce microkernels, built from sr-ukernels.inc. */
+#include "ukernel.h"
+
+static const cp_sr_ukernel cp_sr_ukernels[] = {
+#define CP_SR_UKERNEL(dt, DTYPE, mr, nr, isa, ISA)                               \
+  {#dt "-sr-" #mr "x" #nr "-" #isa, DTYPE, ISA, mr, nr,                          \
+   cp_##dt##_sr_ukernel_##mr##x##nr##__##isa},
+#include "sr-ukernels.inc"
+#undef CP_SR_UKERNEL
+};
+
+const cp_sr_ukernel *cp_sr_ukernel_select(convpool_dtype dtype, cp_isa isa) {
+  /* Highest ISA not above `isa`; the list is ordered best first. */
+  const cp_sr_ukernel *best = NULL;
+  for (size_t i = 0; i < sizeof cp_sr_ukernels / sizeof cp_sr_ukernels[0]; i++) {
+    const cp_sr_ukernel *u = &cp_sr_ukernels[i];
+    if (u->dtype != dtype || u->isa > isa) continue;
+    if (best == NULL || u->isa > best->isa) best = u;
+  }
+  return best;
+}

@@ -1,0 +1,46 @@
+/*
+ * Shift-reduce microkernels: one fixed signature for every dtype and ISA.
+ *
+ * A call computes one register tile of MR output channels x NR consecutive
+ * conv positions p0 .. p0+NR-1 of a plane whose rows are `rs` elements apart:
+ *
+ *   tile[m*ld + n] = sum_{c < c_in, i < k, j < k} w[((c*k + i)*k + j)*MR + m]
+ *                                                  * x[c*cs + i*rs + j + n]
+ *
+ * with the sum taken in exactly that (c, i, j) order, in fp32 (one FMA per
+ * term where the ISA has one). x points at position p0 of channel 0 of an
+ * input panel (fp32, see the driver); w is packed fp32. The kernel reads
+ * x[c*cs + i*rs + j + n] for every n < NR: the caller makes sure all of it
+ * lies inside the panel. Columns of the tile that fall past the end of a conv
+ * row hold values the caller discards.
+ */
+#ifndef CONVPOOL_UKERNEL_H
+#define CONVPOOL_UKERNEL_H
+
+#include <stddef.h>
+
+#include "../internal.h"
+
+typedef void (*cp_sr_ukernel_fn)(const void *x, size_t cs, size_t rs, size_t c_in, size_t k,
+                                 const float *w, float *tile, size_t ld);
+
+typedef struct cp_sr_ukernel {
+  const char *name;
+  convpool_dtype dtype;
+  cp_isa isa;
+  int mr; /* output channels per tile */
+  int nr; /* conv positions per tile */
+  cp_sr_ukernel_fn fn;
+} cp_sr_ukernel;
+
+/* Declarations of every microkernel in sr-ukernels.inc. */
+#define CP_SR_UKERNEL(dt, DTYPE, mr, nr, isa, ISA) \
+  void cp_##dt##_sr_ukernel_##mr##x##nr##__##isa(const void *, size_t, size_t, size_t, size_t, \
+                                                 const float *, float *, size_t);
+#include "sr-ukernels.inc"
+#undef CP_SR_UKERNEL
+
+/* The kernel for a dtype on an ISA (the best listed one), or NULL. */
+const cp_sr_ukernel *cp_sr_ukernel_select(convpool_dtype dtype, cp_isa isa);
+
+#endif

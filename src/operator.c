@@ -1,0 +1,640 @@
+/*
+ * The operator: validation, weight packing, the plan, and the shift-reduce
+ * driver (work items -> sweeps -> microkernel tiles -> pooling epilogue).
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "half.h"
+#include "internal.h"
+#include "plan.h"
+#include "threadpool.h"
+
+#define CP_OP_MAGIC 0x43504f50u /* "CPOP" */
+#define CP_MAX_THREADS 1024
+#define CP_CACHE_LINE 64
+
+struct convpool_op {
+  unsigned magic;
+  convpool_dtype dtype;
+  int64_t c_out, c_in, k, pool;
+  int threads;
+  int rows_per_item; /* forced, or 0 */
+  int has_bias;
+  const convpool_allocator *allocator;
+  const cp_sr_ukernel *uk;
+  float *packed; /* [co_block][c][i][j][MR] */
+  float *bias;   /* [co_blocks * MR], zeros past c_out */
+  size_t packed_bytes;
+  cp_threadpool *pool_threads;
+  atomic_int busy;
+};
+
+/* ---- validation helpers ---- */
+
+static convpool_status cp_check_dtype(convpool_dtype dtype) {
+  if (dtype == CONVPOOL_FLOAT32 || dtype == CONVPOOL_FLOAT16) return CONVPOOL_SUCCESS;
+  if (dtype == CONVPOOL_BFLOAT16)
+    return cp_fail(CONVPOOL_UNSUPPORTED, "dtype = bfloat16 is not supported yet");
+  return cp_fail(CONVPOOL_INVALID_ARGUMENT, "dtype = %d is not a convpool_dtype", (int)dtype);
+}
+
+static convpool_status cp_check_positive(const char *name, int64_t value) {
+  if (value < 1) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "%s = %lld must be >= 1", name,
+                                (long long)value);
+  return CONVPOOL_SUCCESS;
+}
+
+static int cp_overlap(const void *a, size_t a_bytes, const void *b, size_t b_bytes) {
+  uintptr_t a0 = (uintptr_t)a, b0 = (uintptr_t)b;
+  return a0 < b0 + b_bytes && b0 < a0 + a_bytes;
+}
+
+static int cp_op_valid(const convpool_op *op) { return op != NULL && op->magic == CP_OP_MAGIC; }
+
+/* ---- the plan ---- */
+
+/* One copied panel element costs about as much as one vector FMA (16 lanes). */
+#define CP_COPY_COST 16.0
+
+/* Panel and sweep geometry for `g` pooled rows x `cw` conv columns; 0 on overflow. */
+static int cp_geometry(cp_plan *pl, int64_t g, int64_t cw) {
+  const size_t nr = (size_t)pl->uk->nr, mr = (size_t)pl->uk->mr, k = (size_t)pl->k;
+  const size_t p = (size_t)pl->pool, es = sizeof(float);
+  size_t conv_rows, rows, ld, cs, n;
+  if (!cp_mul((size_t)g, p, &conv_rows) || !cp_add(conv_rows, k - 1, &rows)) return 0;
+  ld = (size_t)cw + k - 1;
+  if (!cp_mul(rows, ld, &cs)) return 0;
+  /* An odd number of cache lines between channels spreads the c_in row
+     streams over every L1 set instead of piling them on a few. */
+  cs = cp_round_up(cs, CP_CACHE_LINE / es);
+  if ((cs / (CP_CACHE_LINE / es)) % 2 == 0) cs += CP_CACHE_LINE / es;
+  if (!cp_mul((size_t)pl->c_in, cs, &n) || !cp_add(n, 2 * nr, &n)) return 0;
+  pl->group = g, pl->col_block = cw;
+  pl->panel_rows = (int64_t)rows, pl->panel_ld = ld, pl->panel_cs = cs, pl->panel_floats = n;
+  if (!cp_mul(n, es, &pl->panel_bytes)) return 0;
+  size_t flat_len = (conv_rows - 1) * ld + (size_t)cw;
+  size_t flat_tiles = (flat_len + nr - 1) / nr;
+  size_t row_tiles = conv_rows * (((size_t)cw + nr - 1) / nr);
+  pl->flat = flat_tiles < row_tiles;
+  if (pl->flat) {
+    pl->buf_row_ld = ld;
+    pl->buf_cols = flat_tiles * nr;
+  } else {
+    pl->buf_row_ld = cp_round_up((size_t)cw, nr);
+    pl->buf_cols = conv_rows * pl->buf_row_ld;
+  }
+  return cp_mul(pl->buf_cols, mr * es, &pl->buf_bytes);
+}
+
+static int cp_fits(const cp_plan *pl) {
+  return pl->panel_bytes <= pl->panel_budget && pl->buf_bytes <= pl->buf_budget;
+}
+
+/* Modelled cost per useful conv position: microkernel lanes plus copying. */
+static double cp_cost(const cp_plan *pl) {
+  double tiles = (double)(pl->buf_cols / (size_t)pl->uk->nr);
+  double lanes = tiles * pl->uk->nr * (double)pl->c_in * (double)(pl->k * pl->k) *
+                 (double)(pl->co_blocks * pl->uk->mr);
+  double copy = CP_COPY_COST * (double)pl->c_in * (double)pl->panel_rows * (double)pl->panel_ld;
+  return (lanes + copy) / ((double)pl->group * (double)pl->pool * (double)pl->col_block);
+}
+
+/*
+ * Choose the panel: column blocks are the whole used row or multiples of
+ * lcm(pool, NR); for each, the most pooled rows that fit the budgets (or the
+ * forced rows_per_item); keep the cheapest by the cost model. Then make enough
+ * items for the threads: fewer rows per item first, then channel groups.
+ */
+static convpool_status cp_choose_blocks(const convpool_op *op, cp_plan *pl) {
+  const int64_t nr = pl->uk->nr;
+  int64_t a = pl->pool, b = nr;
+  while (b != 0) {
+    int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  const int64_t step = pl->pool / a * nr; /* lcm(pool, NR) */
+  const int64_t forced = op->rows_per_item;
+  if (forced > pl->ph)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "rows_per_item = %lld exceeds the %lld pooled rows",
+                   (long long)forced, (long long)pl->ph);
+  double best_cost = 0;
+  int64_t best_g = 0, best_cw = 0;
+  for (int64_t m = 0; m <= 64; m++) {
+    int64_t cw = m == 0 ? pl->ow_used : m * step;
+    if (m > 0 && cw >= pl->ow_used) break;
+    int64_t g = forced > 0 ? forced : 1;
+    if (!cp_geometry(pl, g, cw) || (forced == 0 && !cp_fits(pl))) continue;
+    if (forced == 0) { /* grow the row group while it fits */
+      int64_t lo = 1, hi = pl->ph;
+      while (lo < hi) {
+        int64_t mid = lo + (hi - lo + 1) / 2;
+        if (cp_geometry(pl, mid, cw) && cp_fits(pl)) lo = mid;
+        else hi = mid - 1;
+      }
+      g = lo;
+      if (!cp_geometry(pl, g, cw)) continue;
+    }
+    double cost = cp_cost(pl);
+    if (best_g == 0 || cost < best_cost) best_cost = cost, best_g = g, best_cw = cw;
+  }
+  if (best_g == 0) { /* nothing fits the budgets: the smallest panel, reported over budget */
+    best_g = forced > 0 ? forced : 1;
+    best_cw = step < pl->ow_used ? step : pl->ow_used;
+  }
+  if (!cp_geometry(pl, best_g, best_cw))
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "input panel of %lld channels is too large",
+                   (long long)pl->c_in);
+  const int64_t target = 4 * (int64_t)pl->threads;
+  pl->col_blocks = (pl->ow_used + pl->col_block - 1) / pl->col_block;
+  for (;;) {
+    pl->row_groups = (pl->ph + pl->group - 1) / pl->group;
+    if (forced > 0 || pl->group == 1 || pl->batch * pl->row_groups * pl->col_blocks >= target)
+      break;
+    int64_t g = pl->group - 1;
+    int64_t want_groups = (target + pl->batch * pl->col_blocks - 1) / (pl->batch * pl->col_blocks);
+    int64_t g_items = (pl->ph + want_groups - 1) / want_groups;
+    if (g_items < g) g = g_items;
+    if (!cp_geometry(pl, g, pl->col_block))
+      return cp_fail(CONVPOOL_INTERNAL_ERROR, "panel geometry failed for %lld rows", (long long)g);
+  }
+  int64_t panels = pl->batch * pl->row_groups * pl->col_blocks;
+  int64_t groups = panels >= target ? 1 : (target + panels - 1) / panels;
+  if (groups > pl->co_blocks) groups = pl->co_blocks;
+  pl->co_blocks_per_group = (pl->co_blocks + groups - 1) / groups;
+  pl->co_groups = (pl->co_blocks + pl->co_blocks_per_group - 1) / pl->co_blocks_per_group;
+  pl->items = panels * pl->co_groups;
+  return CONVPOOL_SUCCESS;
+}
+
+static convpool_status cp_make_plan(const convpool_op *op, int64_t batch, int64_t height,
+                                    int64_t width, cp_plan *pl) {
+  convpool_status st;
+  if ((st = cp_check_positive("batch", batch)) != CONVPOOL_SUCCESS) return st;
+  if ((st = cp_check_positive("height", height)) != CONVPOOL_SUCCESS) return st;
+  if ((st = cp_check_positive("width", width)) != CONVPOOL_SUCCESS) return st;
+  if (height < op->k || width < op->k)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
+                   "input %lldx%lld is smaller than the filter k = %lld",
+                   (long long)height, (long long)width, (long long)op->k);
+  memset(pl, 0, sizeof *pl);
+  pl->batch = batch, pl->c_in = op->c_in, pl->c_out = op->c_out;
+  pl->height = height, pl->width = width, pl->k = op->k, pl->pool = op->pool;
+  pl->oh = height - op->k + 1;
+  pl->ow = width - op->k + 1;
+  if (op->pool > pl->oh || op->pool > pl->ow)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "pool = %lld is larger than the conv output %lldx%lld",
+                   (long long)op->pool, (long long)pl->oh, (long long)pl->ow);
+  pl->ph = pl->oh / op->pool;
+  pl->pw = pl->ow / op->pool;
+  pl->ow_used = pl->pw * op->pool;
+  pl->elem_size = convpool_dtype_size(op->dtype);
+
+  /* Tensor sizes: every element index fits in size_t and ptrdiff_t. */
+  size_t n;
+  if (!cp_mul((size_t)batch, (size_t)op->c_in, &n) || !cp_mul(n, (size_t)height, &n) ||
+      !cp_mul(n, (size_t)width, &n) || !cp_mul(n, pl->elem_size, &pl->src_bytes) ||
+      pl->src_bytes > (size_t)PTRDIFF_MAX)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
+                   "src [%lld, %lld, %lld, %lld] has a byte count that overflows",
+                   (long long)batch, (long long)op->c_in, (long long)height, (long long)width);
+  if (!cp_mul((size_t)batch, (size_t)op->c_out, &n) || !cp_mul(n, (size_t)pl->ph, &n) ||
+      !cp_mul(n, (size_t)pl->pw, &n) || !cp_mul(n, pl->elem_size, &pl->dst_bytes) ||
+      pl->dst_bytes > (size_t)PTRDIFF_MAX)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
+                   "dst [%lld, %lld, %lld, %lld] has a byte count that overflows",
+                   (long long)batch, (long long)op->c_out, (long long)pl->ph, (long long)pl->pw);
+
+  const cp_cpu *cpu = cp_cpu_get();
+  pl->uk = op->uk;
+  pl->co_blocks = (op->c_out + op->uk->mr - 1) / op->uk->mr;
+  pl->threads = op->threads;
+  pl->packed_weight_bytes = op->packed_bytes;
+  pl->weight_block_bytes = op->packed_bytes / (size_t)pl->co_blocks;
+  pl->panel_budget = cpu->l2 / 2;
+  pl->buf_budget = cpu->l2 / 4;
+  if ((st = cp_choose_blocks(op, pl)) != CONVPOOL_SUCCESS) return st;
+  if (!cp_add(cp_round_up(pl->panel_bytes, CP_CACHE_LINE), cp_round_up(pl->buf_bytes, CP_CACHE_LINE),
+              &pl->scratch_bytes))
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "scratch size overflows");
+  return CONVPOOL_SUCCESS;
+}
+
+/* ---- weight packing ---- */
+
+static float cp_load_elem(convpool_dtype dtype, const void *base, size_t index) {
+  if (dtype == CONVPOOL_FLOAT16) return cp_half_to_float(((const uint16_t *)base)[index]);
+  return ((const float *)base)[index];
+}
+
+/* packed[cb][c][i][j][m] = w[cb*MR + m][c][i][j], zero past c_out. */
+static void cp_pack_weights(const convpool_op *op, const void *weights, float *packed) {
+  const size_t mr = (size_t)op->uk->mr, cin = (size_t)op->c_in, k = (size_t)op->k;
+  const size_t kk = k * k, blocks = ((size_t)op->c_out + mr - 1) / mr;
+  for (size_t cb = 0; cb < blocks; cb++)
+    for (size_t c = 0; c < cin; c++)
+      for (size_t t = 0; t < kk; t++)
+        for (size_t m = 0; m < mr; m++) {
+          size_t co = cb * mr + m;
+          float v = 0.0f;
+          if (co < (size_t)op->c_out) v = cp_load_elem(op->dtype, weights, (co * cin + c) * kk + t);
+          packed[((cb * cin + c) * kk + t) * mr + m] = v;
+        }
+}
+
+/* ---- lifecycle ---- */
+
+convpool_status convpool_op_create(convpool_dtype dtype, const void *weights, const void *bias,
+                                   int64_t c_out, int64_t c_in, int64_t k, int64_t pool,
+                                   const convpool_options *options, convpool_op **op_out) {
+  cp_clear_error();
+  if (op_out == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "op_out is NULL");
+  *op_out = NULL;
+  convpool_options defaults;
+  convpool_options_init(&defaults);
+  const convpool_options *o = options != NULL ? options : &defaults;
+  convpool_status st;
+  if ((st = cp_check_dtype(dtype)) != CONVPOOL_SUCCESS) return st;
+  if (weights == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "weights is NULL");
+  if ((st = cp_check_positive("c_out", c_out)) != CONVPOOL_SUCCESS) return st;
+  if ((st = cp_check_positive("c_in", c_in)) != CONVPOOL_SUCCESS) return st;
+  if ((st = cp_check_positive("k", k)) != CONVPOOL_SUCCESS) return st;
+  if ((st = cp_check_positive("pool", pool)) != CONVPOOL_SUCCESS) return st;
+  if (o->threads < 0 || o->threads > CP_MAX_THREADS)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "threads = %d must be in 0..%d (0 = all usable)",
+                   o->threads, CP_MAX_THREADS);
+  if (o->rows_per_item < 0)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "rows_per_item = %d must be >= 0",
+                   o->rows_per_item);
+  if (o->algo == CONVPOOL_ALGO_IM2COL)
+    return cp_fail(CONVPOOL_UNSUPPORTED, "algo = im2col is not supported yet");
+  if (o->algo != CONVPOOL_ALGO_AUTO && o->algo != CONVPOOL_ALGO_SHIFT_REDUCE)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "algo = %d is not a convpool_algo", (int)o->algo);
+  if (o->allocator != NULL && (o->allocator->alloc == NULL || o->allocator->free == NULL))
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "options->allocator has a NULL function");
+
+  const cp_cpu *cpu = cp_cpu_get();
+  /* Panels are fp32 for every dtype, so one kernel family serves them all. */
+  const cp_sr_ukernel *uk = cp_sr_ukernel_select(CONVPOOL_FLOAT32, cpu->isa);
+  if (uk == NULL)
+    return cp_fail(CONVPOOL_UNSUPPORTED, "no %s kernel for isa %s", convpool_dtype_name(dtype),
+                   cp_isa_name(cpu->isa));
+  const size_t mr = (size_t)uk->mr;
+  size_t wbytes, packed_bytes, blocks = ((size_t)c_out + mr - 1) / mr, bias_bytes;
+  if ((size_t)k > SIZE_MAX / (size_t)k || !cp_mul((size_t)c_out, (size_t)c_in, &wbytes) ||
+      !cp_mul(wbytes, (size_t)k, &wbytes) ||
+      !cp_mul(wbytes, (size_t)k, &wbytes) || !cp_mul(wbytes, convpool_dtype_size(dtype), &wbytes) ||
+      !cp_mul(blocks * mr, (size_t)c_in, &packed_bytes) ||
+      !cp_mul(packed_bytes, (size_t)k * (size_t)k, &packed_bytes) ||
+      !cp_mul(packed_bytes, sizeof(float), &packed_bytes))
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
+                   "weights [%lld, %lld, %lld, %lld] have a byte count that overflows",
+                   (long long)c_out, (long long)c_in, (long long)k, (long long)k);
+  bias_bytes = blocks * mr * sizeof(float);
+
+  const convpool_allocator *a = cp_allocator_or_default(o->allocator);
+  convpool_op *op = cp_alloc(a, sizeof *op);
+  if (op == NULL) return cp_fail(CONVPOOL_OUT_OF_MEMORY, "cannot allocate the operator");
+  memset(op, 0, sizeof *op);
+  op->dtype = dtype;
+  op->c_out = c_out, op->c_in = c_in, op->k = k, op->pool = pool;
+  op->threads = o->threads > 0 ? o->threads : cpu->usable_cpus;
+  op->rows_per_item = o->rows_per_item;
+  op->has_bias = bias != NULL;
+  op->allocator = a;
+  op->uk = uk;
+  op->packed_bytes = packed_bytes;
+  atomic_init(&op->busy, 0);
+  op->packed = cp_alloc(a, packed_bytes);
+  if (op->packed == NULL) {
+    st = cp_fail(CONVPOOL_OUT_OF_MEMORY, "cannot allocate %zu bytes of packed weights",
+                 packed_bytes);
+    goto error;
+  }
+  op->bias = cp_alloc(a, bias_bytes);
+  if (op->bias == NULL) {
+    st = cp_fail(CONVPOOL_OUT_OF_MEMORY, "cannot allocate the bias (%zu bytes)", bias_bytes);
+    goto error;
+  }
+  cp_pack_weights(op, weights, op->packed);
+  for (size_t co = 0; co < blocks * mr; co++)
+    op->bias[co] = bias != NULL && co < (size_t)c_out ? cp_load_elem(dtype, bias, co) : 0.0f;
+  st = cp_threadpool_create(op->threads, a, &op->pool_threads);
+  if (st != CONVPOOL_SUCCESS) goto error;
+  op->magic = CP_OP_MAGIC;
+  *op_out = op;
+  return CONVPOOL_SUCCESS;
+
+error:
+  cp_free(a, op->bias);
+  cp_free(a, op->packed);
+  cp_free(a, op);
+  return st;
+}
+
+convpool_status convpool_op_destroy(convpool_op *op) {
+  cp_clear_error();
+  if (op == NULL) return CONVPOOL_SUCCESS;
+  if (op->magic != CP_OP_MAGIC)
+    return cp_fail(CONVPOOL_INVALID_STATE, "op %p is not a live operator", (void *)op);
+  if (atomic_load(&op->busy))
+    return cp_fail(CONVPOOL_INVALID_STATE, "op %p is running; destroy it after the run",
+                   (void *)op);
+  const convpool_allocator *a = op->allocator;
+  op->magic = 0;
+  cp_threadpool_destroy(op->pool_threads);
+  cp_free(a, op->bias);
+  cp_free(a, op->packed);
+  cp_free(a, op);
+  return CONVPOOL_SUCCESS;
+}
+
+convpool_status convpool_op_output_shape(const convpool_op *op, int64_t batch, int64_t height,
+                                         int64_t width, int64_t shape[4], size_t *bytes) {
+  cp_clear_error();
+  if (!cp_op_valid(op)) return cp_fail(CONVPOOL_INVALID_STATE, "op is NULL or not a live operator");
+  if (shape == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "shape is NULL");
+  cp_plan pl;
+  convpool_status st = cp_make_plan(op, batch, height, width, &pl);
+  if (st != CONVPOOL_SUCCESS) return st;
+  shape[0] = batch, shape[1] = op->c_out, shape[2] = pl.ph, shape[3] = pl.pw;
+  if (bytes != NULL) *bytes = pl.dst_bytes;
+  return CONVPOOL_SUCCESS;
+}
+
+/* ---- the driver ---- */
+
+typedef struct cp_run {
+  const convpool_op *op;
+  const cp_plan *pl;
+  const unsigned char *src;
+  unsigned char *dst;
+  unsigned char *scratch; /* threads x scratch_bytes */
+} cp_run;
+
+static inline float cp_maxf(float a, float b) { return (a > b || a != a) ? a : b; }
+
+/* Max over each P x P window of the buffer, + bias, convert, store. */
+static inline void cp_pool_rows(const cp_run *r, const float *buf, int64_t mr, int64_t prows,
+                                int64_t pcols, int64_t pool, const float *bias, size_t dst_index) {
+  const cp_plan *pl = r->pl;
+  const size_t ld = pl->buf_row_ld;
+  const size_t plane = (size_t)pl->ph * (size_t)pl->pw;
+  float row[256];
+  for (int64_t m = 0; m < mr; m++) {
+    for (int64_t q = 0; q < prows; q++) {
+      const float *src = buf + (size_t)m * pl->buf_cols + (size_t)(q * pool) * ld;
+      size_t out = dst_index + (size_t)m * plane + (size_t)q * (size_t)pl->pw;
+      for (int64_t t0 = 0; t0 < pcols; t0 += 256) {
+        int64_t n = pcols - t0 < 256 ? pcols - t0 : 256;
+        for (int64_t t = 0; t < n; t++) {
+          const float *win = src + (size_t)((t0 + t) * pool);
+          float v = win[0];
+          for (int64_t a = 0; a < pool; a++)
+            for (int64_t b = 0; b < pool; b++) v = cp_maxf(v, win[(size_t)a * ld + (size_t)b]);
+          row[t] = v;
+        }
+        if (r->op->has_bias)
+          for (int64_t t = 0; t < n; t++) row[t] += bias[m];
+        if (r->op->dtype == CONVPOOL_FLOAT32) {
+          memcpy((float *)r->dst + out + (size_t)t0, row, (size_t)n * sizeof(float));
+        } else {
+          uint16_t *d = (uint16_t *)r->dst + out + (size_t)t0;
+          for (int64_t t = 0; t < n; t++) d[t] = cp_float_to_half(row[t]);
+        }
+      }
+    }
+  }
+}
+
+static void cp_pool_epilogue(const cp_run *r, const float *buf, int64_t mr, int64_t prows,
+                             int64_t pcols, const float *bias, size_t dst_index) {
+  /* Constant pool sizes let the compiler specialise the window loops. */
+  switch (r->pl->pool) {
+    case 1:
+      cp_pool_rows(r, buf, mr, prows, pcols, 1, bias, dst_index);
+      break;
+    case 2:
+      cp_pool_rows(r, buf, mr, prows, pcols, 2, bias, dst_index);
+      break;
+    default:
+      cp_pool_rows(r, buf, mr, prows, pcols, r->pl->pool, bias, dst_index);
+  }
+}
+
+/*
+ * Pack the input panel of one item: every channel, conv rows [oh0, oh0 +
+ * rows), columns [col0, col0 + cols), widened to fp32. Everything else the
+ * microkernel may read (row ends, channel padding, the final slack) is zeroed.
+ */
+static void cp_pack_panel(const cp_run *r, int64_t b, size_t oh0, size_t rows, size_t col0,
+                          size_t cols, float *panel) {
+  const cp_plan *pl = r->pl;
+  const size_t w = (size_t)pl->width, hw = (size_t)pl->height * w;
+  const size_t ld = pl->panel_ld, cs = pl->panel_cs, cin = (size_t)pl->c_in;
+  const size_t base = (size_t)b * cin * hw + oh0 * w + col0;
+  for (size_t c = 0; c < cin; c++) {
+    float *to = panel + c * cs;
+    for (size_t y = 0; y < rows; y++, to += ld) {
+      const size_t from = base + c * hw + y * w;
+      if (r->op->dtype == CONVPOOL_FLOAT16) {
+        const uint16_t *s = (const uint16_t *)r->src + from;
+        for (size_t x = 0; x < cols; x++) to[x] = cp_half_to_float(s[x]);
+      } else {
+        memcpy(to, (const float *)r->src + from, cols * sizeof(float));
+      }
+      if (cols < ld) memset(to + cols, 0, (ld - cols) * sizeof(float));
+    }
+    memset(to, 0, (cs - rows * ld) * sizeof(float));
+  }
+  memset(panel + cin * cs, 0, (pl->panel_floats - cin * cs) * sizeof(float));
+}
+
+/* One work item: (batch, pooled-row group, column block, channel-block group). */
+static void cp_run_item(void *context, int64_t item, int thread) {
+  const cp_run *r = context;
+  const cp_plan *pl = r->pl;
+  const convpool_op *op = r->op;
+  const int64_t mr = pl->uk->mr, nr = pl->uk->nr, pool = pl->pool;
+  int64_t rest = item;
+  const int64_t cg = rest % pl->co_groups;
+  rest /= pl->co_groups;
+  const int64_t cbk = rest % pl->col_blocks;
+  rest /= pl->col_blocks;
+  const int64_t rg = rest % pl->row_groups;
+  const int64_t b = rest / pl->row_groups;
+
+  unsigned char *scratch = r->scratch + (size_t)thread * pl->scratch_bytes;
+  float *panel = (float *)scratch;
+  float *buf = (float *)(scratch + cp_round_up(pl->panel_bytes, CP_CACHE_LINE));
+
+  const int64_t g0 = rg * pl->group;
+  const int64_t g = pl->ph - g0 < pl->group ? pl->ph - g0 : pl->group;
+  const int64_t col0 = cbk * pl->col_block;
+  const int64_t cw = pl->ow_used - col0 < pl->col_block ? pl->ow_used - col0 : pl->col_block;
+  const size_t conv_rows = (size_t)(g * pool), ld = pl->panel_ld;
+  cp_pack_panel(r, b, (size_t)(g0 * pool), conv_rows + (size_t)pl->k - 1, (size_t)col0,
+                (size_t)cw + (size_t)pl->k - 1, panel);
+
+  const size_t plane = (size_t)pl->ph * (size_t)pl->pw;
+  const int64_t cb0 = cg * pl->co_blocks_per_group;
+  const int64_t cb1 = cb0 + pl->co_blocks_per_group < pl->co_blocks
+                          ? cb0 + pl->co_blocks_per_group
+                          : pl->co_blocks;
+  const size_t wblock = pl->weight_block_bytes / sizeof(float);
+  for (int64_t cb = cb0; cb < cb1; cb++) {
+    const float *w = op->packed + (size_t)cb * wblock;
+    if (pl->flat) {
+      const size_t len = (conv_rows - 1) * ld + (size_t)cw;
+      for (size_t t = 0; t < len; t += (size_t)nr)
+        pl->uk->fn(panel + t, pl->panel_cs, ld, (size_t)pl->c_in, (size_t)pl->k, w, buf + t,
+                   pl->buf_cols);
+    } else {
+      for (size_t y = 0; y < conv_rows; y++)
+        for (int64_t t = 0; t < cw; t += nr)
+          pl->uk->fn(panel + y * ld + (size_t)t, pl->panel_cs, ld, (size_t)pl->c_in,
+                     (size_t)pl->k, w, buf + y * pl->buf_row_ld + (size_t)t, pl->buf_cols);
+    }
+    const int64_t co0 = cb * mr;
+    const int64_t mr_used = pl->c_out - co0 < mr ? pl->c_out - co0 : mr;
+    const size_t dst_index = ((size_t)b * (size_t)pl->c_out + (size_t)co0) * plane +
+                             (size_t)g0 * (size_t)pl->pw + (size_t)(col0 / pool);
+    cp_pool_epilogue(r, buf, mr_used, g, cw / pool, op->bias + co0, dst_index);
+  }
+}
+
+convpool_status convpool_op_run(convpool_op *op, const void *src, int64_t batch, int64_t height,
+                                int64_t width, void *dst, size_t dst_bytes) {
+  cp_clear_error();
+  if (!cp_op_valid(op)) return cp_fail(CONVPOOL_INVALID_STATE, "op is NULL or not a live operator");
+  if (src == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "src is NULL");
+  if (dst == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "dst is NULL");
+  cp_plan pl;
+  convpool_status st = cp_make_plan(op, batch, height, width, &pl);
+  if (st != CONVPOOL_SUCCESS) return st;
+  if (dst_bytes < pl.dst_bytes)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "dst_bytes = %zu is smaller than the output (%zu bytes)",
+                   dst_bytes, pl.dst_bytes);
+  if (cp_overlap(src, pl.src_bytes, dst, pl.dst_bytes))
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "dst %p overlaps src %p", dst, (const void *)src);
+  size_t scratch_bytes;
+  if (!cp_mul(pl.scratch_bytes, (size_t)pl.threads, &scratch_bytes))
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "scratch size overflows");
+  int idle = 0;
+  if (!atomic_compare_exchange_strong(&op->busy, &idle, 1))
+    return cp_fail(CONVPOOL_INVALID_STATE, "op %p is already running on another thread",
+                   (void *)op);
+  unsigned char *scratch = cp_alloc(op->allocator, scratch_bytes);
+  if (scratch == NULL) {
+    atomic_store(&op->busy, 0);
+    return cp_fail(CONVPOOL_OUT_OF_MEMORY, "cannot allocate %zu bytes of scratch", scratch_bytes);
+  }
+  cp_run r = {op, &pl, src, dst, scratch};
+  cp_threadpool_run(op->pool_threads, cp_run_item, &r, pl.items);
+  cp_free(op->allocator, scratch);
+  atomic_store(&op->busy, 0);
+  return CONVPOOL_SUCCESS;
+}
+
+/* ---- introspection ---- */
+
+convpool_status convpool_op_plan(const convpool_op *op, int64_t batch, int64_t height,
+                                 int64_t width, convpool_plan_info *info) {
+  cp_clear_error();
+  if (!cp_op_valid(op)) return cp_fail(CONVPOOL_INVALID_STATE, "op is NULL or not a live operator");
+  if (info == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "info is NULL");
+  cp_plan pl;
+  convpool_status st = cp_make_plan(op, batch, height, width, &pl);
+  if (st != CONVPOOL_SUCCESS) return st;
+  memset(info, 0, sizeof *info);
+  info->threads = pl.threads;
+  info->items = pl.items;
+  info->rows_per_item = pl.group;
+  info->mr = pl.uk->mr;
+  info->nr = pl.uk->nr;
+  info->col_block = pl.col_block;
+  info->packed_weight_bytes = pl.packed_weight_bytes;
+  info->scratch_bytes_per_thread = pl.scratch_bytes;
+  info->isa = cp_isa_name(pl.uk->isa);
+  info->kernel = pl.uk->name;
+  return CONVPOOL_SUCCESS;
+}
+
+convpool_status convpool_op_describe(const convpool_op *op, int64_t batch, int64_t height,
+                                     int64_t width, char *text, size_t capacity) {
+  cp_clear_error();
+  if (!cp_op_valid(op)) return cp_fail(CONVPOOL_INVALID_STATE, "op is NULL or not a live operator");
+  if (text == NULL || capacity == 0)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "text is NULL or capacity is 0");
+  cp_plan pl;
+  convpool_status st = cp_make_plan(op, batch, height, width, &pl);
+  if (st != CONVPOOL_SUCCESS) return st;
+  const cp_cpu *cpu = cp_cpu_get();
+  snprintf(
+      text, capacity,
+      "algorithm      shift-reduce, kernel %s\n"
+      "isa            %s (detected %s%s)\n"
+      "caches         L1d %zu KiB, L2 %zu KiB, L3 %zu KiB (%s)\n"
+      "shape          src [%lld, %lld, %lld, %lld] %s -> conv %lldx%lld -> pool %lld -> dst "
+      "[%lld, %lld, %lld, %lld]\n"
+      "register tile  %d output channels x %d positions; %lld channel blocks\n"
+      "panel          %lld pooled rows (%lld input rows) x %lld conv columns x %lld channels, "
+      "fp32; sweep %s\n"
+      "work items     %lld = batch %lld x row groups %lld x column blocks %lld x channel "
+      "groups %lld (%lld blocks each)\n"
+      "threads        %d\n"
+      "packed weights %zu bytes (%zu per channel block)\n"
+      "panel          %zu bytes per thread (budget L2/2 = %zu: %s)\n"
+      "tile buffer    %zu bytes per thread (budget L2/4 = %zu: %s)\n"
+      "scratch        %zu bytes per thread, %zu in all\n",
+      pl.uk->name, cp_isa_name(pl.uk->isa), cp_isa_name(cpu->detected),
+      cpu->isa_cap_ignored ? "; CONVPOOL_ISA not recognised, ignored" : "", cpu->l1d >> 10,
+      cpu->l2 >> 10, cpu->l3 >> 10, cpu->caches_from_cpuid ? "cpuid" : "fallback values",
+      (long long)pl.batch, (long long)pl.c_in, (long long)pl.height, (long long)pl.width,
+      convpool_dtype_name(op->dtype), (long long)pl.oh, (long long)pl.ow, (long long)pl.pool,
+      (long long)pl.batch, (long long)pl.c_out, (long long)pl.ph, (long long)pl.pw, pl.uk->mr,
+      pl.uk->nr, (long long)pl.co_blocks, (long long)pl.group, (long long)pl.panel_rows,
+      (long long)pl.col_block, (long long)pl.c_in,
+      pl.flat ? "flat over rows (narrow rows)" : "per conv row", (long long)pl.items,
+      (long long)pl.batch, (long long)pl.row_groups, (long long)pl.col_blocks,
+      (long long)pl.co_groups, (long long)pl.co_blocks_per_group, pl.threads,
+      pl.packed_weight_bytes, pl.weight_block_bytes, pl.panel_bytes, pl.panel_budget,
+      pl.panel_bytes <= pl.panel_budget ? "fits" : "over budget",
+      pl.buf_bytes, pl.buf_budget, pl.buf_bytes <= pl.buf_budget ? "fits" : "over budget",
+      pl.scratch_bytes, pl.scratch_bytes * (size_t)pl.threads);
+  return CONVPOOL_SUCCESS;
+}
+
+/* ---- one-shot ---- */
+
+convpool_status convpool_conv2d_maxpool(convpool_dtype dtype, const void *src, int64_t batch,
+                                        int64_t c_in, int64_t height, int64_t width,
+                                        const void *weights, int64_t c_out, int64_t k,
+                                        const void *bias, int64_t pool, void *dst,
+                                        size_t dst_bytes, const convpool_options *options) {
+  cp_clear_error();
+  convpool_status st = cp_check_dtype(dtype);
+  if (st != CONVPOOL_SUCCESS) return st;
+  size_t wb;
+  if (dst != NULL && weights != NULL && c_out > 0 && c_in > 0 && k > 0 &&
+      cp_mul((size_t)c_out, (size_t)c_in, &wb) && cp_mul(wb, (size_t)k, &wb) &&
+      cp_mul(wb, (size_t)k, &wb) && cp_mul(wb, convpool_dtype_size(dtype), &wb)) {
+    if (cp_overlap(weights, wb, dst, dst_bytes))
+      return cp_fail(CONVPOOL_INVALID_ARGUMENT, "dst %p overlaps weights %p", dst, weights);
+    if (bias != NULL && cp_overlap(bias, (size_t)c_out * convpool_dtype_size(dtype), dst, dst_bytes))
+      return cp_fail(CONVPOOL_INVALID_ARGUMENT, "dst %p overlaps bias %p", dst, bias);
+  }
+  convpool_op *op = NULL;
+  st = convpool_op_create(dtype, weights, bias, c_out, c_in, k, pool, options, &op);
+  if (st != CONVPOOL_SUCCESS) return st;
+  st = convpool_op_run(op, src, batch, height, width, dst, dst_bytes);
+  if (st != CONVPOOL_SUCCESS) {
+    char saved[512];
+    snprintf(saved, sizeof saved, "%s", convpool_last_error());
+    convpool_op_destroy(op);
+    return cp_fail(st, "%s", saved);
+  }
+  return convpool_op_destroy(op);
+}

@@ -1,0 +1,114 @@
+/* Status strings, the per-thread error message, dtypes and the allocator. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define CP_STATUS_LIST(X)                          \
+  X(CONVPOOL_SUCCESS, "success")                   \
+  X(CONVPOOL_INVALID_ARGUMENT, "invalid argument") \
+  X(CONVPOOL_UNSUPPORTED, "unsupported")           \
+  X(CONVPOOL_OUT_OF_MEMORY, "out of memory")       \
+  X(CONVPOOL_INVALID_STATE, "invalid state")       \
+  X(CONVPOOL_INTERNAL_ERROR, "internal error")
+
+const char *convpool_status_string(convpool_status status) {
+  switch (status) {
+#define CP_STATUS_CASE(code, text) \
+  case code:                       \
+    return text;
+    CP_STATUS_LIST(CP_STATUS_CASE)
+#undef CP_STATUS_CASE
+  }
+  return "unknown status";
+}
+
+static _Thread_local char cp_error_message[512];
+
+convpool_status cp_fail(convpool_status status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cp_error_message, sizeof cp_error_message, fmt, ap);
+  va_end(ap);
+  return status;
+}
+
+void cp_clear_error(void) { cp_error_message[0] = '\0'; }
+
+const char *convpool_last_error(void) { return cp_error_message; }
+
+size_t convpool_dtype_size(convpool_dtype dtype) {
+  switch (dtype) {
+    case CONVPOOL_FLOAT32:
+      return 4;
+    case CONVPOOL_FLOAT16:
+    case CONVPOOL_BFLOAT16:
+      return 2;
+  }
+  return 0;
+}
+
+const char *convpool_dtype_name(convpool_dtype dtype) {
+  switch (dtype) {
+    case CONVPOOL_FLOAT32:
+      return "float32";
+    case CONVPOOL_FLOAT16:
+      return "float16";
+    case CONVPOOL_BFLOAT16:
+      return "bfloat16";
+  }
+  return "unknown";
+}
+
+void convpool_options_init(convpool_options *options) {
+  if (options == NULL) return;
+  memset(options, 0, sizeof *options);
+  options->threads = 0;
+  options->algo = CONVPOOL_ALGO_AUTO;
+  options->rows_per_item = 0;
+  options->allocator = NULL;
+}
+
+/* ---- allocator ---- */
+
+static void *cp_default_alloc(void *context, size_t size, size_t alignment) {
+  (void)context;
+  void *p = NULL;
+  if (size == 0) size = 1;
+  if (posix_memalign(&p, alignment < sizeof(void *) ? sizeof(void *) : alignment, size) != 0)
+    return NULL;
+  return p;
+}
+
+static void cp_default_free(void *context, void *p) {
+  (void)context;
+  free(p);
+}
+
+static const convpool_allocator cp_builtin_allocator = {cp_default_alloc, cp_default_free, NULL};
+static convpool_allocator cp_global_allocator = {cp_default_alloc, cp_default_free, NULL};
+
+convpool_status convpool_set_default_allocator(const convpool_allocator *allocator) {
+  cp_clear_error();
+  if (allocator == NULL) {
+    cp_global_allocator = cp_builtin_allocator;
+    return CONVPOOL_SUCCESS;
+  }
+  if (allocator->alloc == NULL || allocator->free == NULL)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "allocator->%s is NULL",
+                   allocator->alloc == NULL ? "alloc" : "free");
+  cp_global_allocator = *allocator;
+  return CONVPOOL_SUCCESS;
+}
+
+const convpool_allocator *cp_allocator_or_default(const convpool_allocator *allocator) {
+  return allocator != NULL ? allocator : &cp_global_allocator;
+}
+
+void *cp_alloc(const convpool_allocator *a, size_t size) { return a->alloc(a->context, size, 64); }
+
+void cp_free(const convpool_allocator *a, void *p) {
+  if (p != NULL) a->free(a->context, p);
+}

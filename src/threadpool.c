@@ -1,0 +1,139 @@
+/*
+ * Persistent thread pool. Workers sleep on a condition variable between runs;
+ * a run publishes a task and a generation number, and every thread (the caller
+ * included) takes work items from one atomic counter. Each item owns a disjoint
+ * part of the output, so which thread runs which item never changes a result.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "threadpool.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+struct cp_threadpool {
+  const convpool_allocator *allocator;
+  int threads;  /* including the caller */
+  int started;  /* workers actually started */
+  pthread_t *workers;
+  pthread_mutex_t lock;
+  pthread_cond_t work_ready;
+  pthread_cond_t work_done;
+  unsigned long generation;
+  int busy_workers;
+  int stop;
+  cp_task_fn fn;
+  void *context;
+  int64_t items;
+  _Atomic int64_t next;
+};
+
+typedef struct cp_worker_arg {
+  cp_threadpool *pool;
+  int index;
+} cp_worker_arg;
+
+static void cp_take_items(cp_threadpool *p, int thread) {
+  for (;;) {
+    int64_t item = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
+    if (item >= p->items) break;
+    p->fn(p->context, item, thread);
+  }
+}
+
+static void *cp_worker_main(void *raw) {
+  cp_threadpool *p = ((cp_worker_arg *)raw)->pool;
+  int index = ((cp_worker_arg *)raw)->index;
+  unsigned long seen = 0;
+  pthread_mutex_lock(&p->lock);
+  for (;;) {
+    while (p->generation == seen && !p->stop) pthread_cond_wait(&p->work_ready, &p->lock);
+    if (p->stop) break;
+    seen = p->generation;
+    pthread_mutex_unlock(&p->lock);
+    cp_take_items(p, index);
+    pthread_mutex_lock(&p->lock);
+    if (--p->busy_workers == 0) pthread_cond_signal(&p->work_done);
+  }
+  pthread_mutex_unlock(&p->lock);
+  return NULL;
+}
+
+/* Worker arguments live right after the pthread_t array in one allocation. */
+convpool_status cp_threadpool_create(int threads, const convpool_allocator *a,
+                                     cp_threadpool **out) {
+  *out = NULL;
+  cp_threadpool *p = cp_alloc(a, sizeof *p);
+  if (p == NULL) return cp_fail(CONVPOOL_OUT_OF_MEMORY, "cannot allocate the thread pool");
+  *p = (cp_threadpool){.allocator = a, .threads = threads};
+  atomic_init(&p->next, 0);
+  int workers = threads - 1;
+  if (workers > 0) {
+    p->workers = cp_alloc(a, (size_t)workers * (sizeof(pthread_t) + sizeof(cp_worker_arg)));
+    if (p->workers == NULL) {
+      cp_free(a, p);
+      return cp_fail(CONVPOOL_OUT_OF_MEMORY, "cannot allocate %d worker threads", workers);
+    }
+  }
+  if (pthread_mutex_init(&p->lock, NULL) != 0) goto error_mutex;
+  if (pthread_cond_init(&p->work_ready, NULL) != 0) goto error_ready;
+  if (pthread_cond_init(&p->work_done, NULL) != 0) goto error_done;
+  cp_worker_arg *args = (cp_worker_arg *)(p->workers + (workers > 0 ? workers : 0));
+  for (int i = 0; i < workers; i++) {
+    args[i] = (cp_worker_arg){p, i + 1};
+    int rc = pthread_create(&p->workers[i], NULL, cp_worker_main, &args[i]);
+    if (rc != 0) {
+      cp_threadpool_destroy(p);
+      return cp_fail(rc == EAGAIN ? CONVPOOL_OUT_OF_MEMORY : CONVPOOL_INTERNAL_ERROR,
+                     "cannot start worker thread %d of %d (error %d)", i + 1, workers, rc);
+    }
+    p->started++;
+  }
+  *out = p;
+  return CONVPOOL_SUCCESS;
+
+error_done:
+  pthread_cond_destroy(&p->work_ready);
+error_ready:
+  pthread_mutex_destroy(&p->lock);
+error_mutex:
+  cp_free(a, p->workers);
+  cp_free(a, p);
+  return cp_fail(CONVPOOL_INTERNAL_ERROR, "cannot initialise the thread pool's locks");
+}
+
+int cp_threadpool_threads(const cp_threadpool *p) { return p->threads; }
+
+void cp_threadpool_run(cp_threadpool *p, cp_task_fn fn, void *context, int64_t items) {
+  if (p->started == 0) {
+    for (int64_t i = 0; i < items; i++) fn(context, i, 0);
+    return;
+  }
+  pthread_mutex_lock(&p->lock);
+  p->fn = fn;
+  p->context = context;
+  p->items = items;
+  atomic_store_explicit(&p->next, 0, memory_order_relaxed);
+  p->busy_workers = p->started;
+  p->generation++;
+  pthread_cond_broadcast(&p->work_ready);
+  pthread_mutex_unlock(&p->lock);
+  cp_take_items(p, 0);
+  pthread_mutex_lock(&p->lock);
+  while (p->busy_workers > 0) pthread_cond_wait(&p->work_done, &p->lock);
+  pthread_mutex_unlock(&p->lock);
+}
+
+void cp_threadpool_destroy(cp_threadpool *p) {
+  if (p == NULL) return;
+  pthread_mutex_lock(&p->lock);
+  p->stop = 1;
+  pthread_cond_broadcast(&p->work_ready);
+  pthread_mutex_unlock(&p->lock);
+  for (int i = 0; i < p->started; i++) pthread_join(p->workers[i], NULL);
+  pthread_cond_destroy(&p->work_done);
+  pthread_cond_destroy(&p->work_ready);
+  pthread_mutex_destroy(&p->lock);
+  cp_free(p->allocator, p->workers);
+  cp_free(p->allocator, p);
+}

@@ -1,0 +1,20 @@
+/* A persistent pool of worker threads that share a counter of work items. */
+#ifndef CONVPOOL_THREADPOOL_H
+#define CONVPOOL_THREADPOOL_H
+
+#include "internal.h"
+
+/* Process one work item on the thread with index `thread` (0 = the caller). */
+typedef void (*cp_task_fn)(void *context, int64_t item, int thread);
+
+typedef struct cp_threadpool cp_threadpool;
+
+/* Start threads-1 workers (the caller is thread 0). */
+convpool_status cp_threadpool_create(int threads, const convpool_allocator *allocator,
+                                     cp_threadpool **out);
+/* Run items 0..items-1 over all threads; returns when every item is done. */
+void cp_threadpool_run(cp_threadpool *pool, cp_task_fn fn, void *context, int64_t items);
+int cp_threadpool_threads(const cp_threadpool *pool);
+void cp_threadpool_destroy(cp_threadpool *pool);
+
+#endif

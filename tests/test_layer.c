@@ -1,0 +1,247 @@
+/*
+ * The layer against the scalar reference over a grid of shapes, dtypes, pools
+ * and data; byte-identical results across thread counts and runs; NaN and Inf
+ * propagation. Run it under CONVPOOL_ISA=avx512|avx2|scalar to cover each path.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "convpool.h"
+#include "half.h"
+#include "reference.h"
+#include "testutil.h"
+
+typedef struct layer_case {
+  convpool_dtype dtype;
+  int64_t batch, c_in, c_out, height, width, k, pool;
+  int bias, signed_data;
+} layer_case;
+
+static void fill_tensor(void *data, size_t n, convpool_dtype dtype, uint64_t seed, int signed_data) {
+  tu_rng rng = {seed};
+  for (size_t i = 0; i < n; i++) {
+    float v = tu_uniform(&rng);
+    if (signed_data) v = 2.0f * v - 1.0f;
+    if (dtype == CONVPOOL_FLOAT16) ((uint16_t *)data)[i] = cp_float_to_half(v);
+    else ((float *)data)[i] = v;
+  }
+}
+
+static double get(convpool_dtype dtype, const void *data, size_t i) {
+  if (dtype == CONVPOOL_FLOAT16) return cp_half_to_float(((const uint16_t *)data)[i]);
+  return ((const float *)data)[i];
+}
+
+/* Ordinal of a half on a line where adjacent finite values differ by 1. */
+static int half_ordinal(uint16_t h) { return (h & 0x8000) ? -(int)(h & 0x7fff) : (int)h; }
+
+/* Is got acceptable for the reference value ref (bound = max sum |x*w|)? */
+static int close_enough(convpool_dtype dtype, double got, double ref, double bound) {
+  if (isnan(ref)) return isnan(got);
+  if (isinf(ref)) return got == ref;
+  double tol = 1e-5 * bound + 1e-6;
+  if (fabs(got - ref) <= tol) return 1;
+  if (dtype == CONVPOOL_FLOAT16) {
+    int a = half_ordinal(cp_float_to_half((float)got)), b = half_ordinal(cp_float_to_half((float)ref));
+    return abs(a - b) <= 1;
+  }
+  return 0;
+}
+
+typedef struct tensors {
+  void *x, *w, *bias;
+  size_t x_n, w_n, y_n, y_bytes;
+} tensors;
+
+static void make_tensors(const layer_case *c, uint64_t seed, tensors *t) {
+  size_t es = convpool_dtype_size(c->dtype);
+  t->x_n = (size_t)(c->batch * c->c_in * c->height * c->width);
+  t->w_n = (size_t)(c->c_out * c->c_in * c->k * c->k);
+  int64_t ph = (c->height - c->k + 1) / c->pool, pw = (c->width - c->k + 1) / c->pool;
+  t->y_n = (size_t)(c->batch * c->c_out * ph * pw);
+  t->y_bytes = t->y_n * es;
+  t->x = tu_xmalloc(t->x_n * es);
+  t->w = tu_xmalloc(t->w_n * es);
+  t->bias = c->bias ? tu_xmalloc((size_t)c->c_out * es) : NULL;
+  fill_tensor(t->x, t->x_n, c->dtype, seed * 3 + 1, c->signed_data);
+  fill_tensor(t->w, t->w_n, c->dtype, seed * 3 + 2, c->signed_data);
+  if (t->bias) fill_tensor(t->bias, (size_t)c->c_out, c->dtype, seed * 3 + 3, 1);
+}
+
+static void free_tensors(tensors *t) {
+  free(t->x);
+  free(t->w);
+  free(t->bias);
+}
+
+static int run(const layer_case *c, const tensors *t, int threads, void *y) {
+  convpool_options o;
+  convpool_options_init(&o);
+  o.threads = threads;
+  convpool_status st = convpool_conv2d_maxpool(c->dtype, t->x, c->batch, c->c_in, c->height,
+                                               c->width, t->w, c->c_out, c->k, t->bias, c->pool,
+                                               y, t->y_bytes, &o);
+  if (st != CONVPOOL_SUCCESS) {
+    printf("run failed: %s: %s\n", convpool_status_string(st), convpool_last_error());
+    return 0;
+  }
+  return 1;
+}
+
+static void describe(const layer_case *c, char *s, size_t n) {
+  snprintf(s, n, "%s B=%lld Cin=%lld Cout=%lld %lldx%lld k=%lld pool=%lld bias=%d signed=%d",
+           convpool_dtype_name(c->dtype), (long long)c->batch, (long long)c->c_in,
+           (long long)c->c_out, (long long)c->height, (long long)c->width, (long long)c->k,
+           (long long)c->pool, c->bias, c->signed_data);
+}
+
+/* Compare against the reference; returns 1 if every element is acceptable. */
+static int check_case(const layer_case *c, uint64_t seed, int threads) {
+  tensors t;
+  make_tensors(c, seed, &t);
+  void *y = tu_xmalloc(t.y_bytes);
+  int ok = run(c, &t, threads, y);
+  if (ok) {
+    double *ref = tu_xmalloc(t.y_n * sizeof(double)), *bound = tu_xmalloc(t.y_n * sizeof(double));
+    cp_reference(c->dtype, t.x, c->batch, c->c_in, c->height, c->width, t.w, c->c_out, c->k,
+                 t.bias, c->pool, ref, bound);
+    for (size_t i = 0; i < t.y_n; i++) {
+      double got = get(c->dtype, y, i);
+      if (!close_enough(c->dtype, got, ref[i], bound[i])) {
+        char d[160];
+        describe(c, d, sizeof d);
+        printf("mismatch %s at %zu: got %.9g want %.9g (bound %.3g)\n", d, i, got, ref[i],
+               bound[i]);
+        ok = 0;
+        break;
+      }
+    }
+    free(ref);
+    free(bound);
+  }
+  free(y);
+  free_tensors(&t);
+  return ok;
+}
+
+/* Same bytes for every thread count and for a repeated run. */
+static int check_determinism(const layer_case *c, uint64_t seed) {
+  tensors t;
+  make_tensors(c, seed, &t);
+  void *first = tu_xmalloc(t.y_bytes), *y = tu_xmalloc(t.y_bytes);
+  int ok = run(c, &t, 1, first);
+  const int threads[] = {2, 3, 8, 1};
+  for (int i = 0; ok && i < 4; i++) {
+    memset(y, 0xa5, t.y_bytes);
+    ok = run(c, &t, threads[i], y) && memcmp(first, y, t.y_bytes) == 0;
+    if (!ok) {
+      char d[160];
+      describe(c, d, sizeof d);
+      printf("threads=%d differs from threads=1: %s\n", threads[i], d);
+    }
+  }
+  free(first);
+  free(y);
+  free_tensors(&t);
+  return ok;
+}
+
+/* NaN anywhere in a window gives NaN; Inf propagates; as torch. */
+static int check_nonfinite(convpool_dtype dtype) {
+  layer_case c = {dtype, 2, 3, 5, 11, 13, 3, 2, 1, 1};
+  tensors t;
+  make_tensors(&c, 99, &t);
+  size_t es = convpool_dtype_size(dtype);
+  const float specials[] = {NAN, INFINITY, -INFINITY};
+  const size_t where[] = {0, 17, 150, 2 * 3 * 11 * 13 - 1, 400};
+  for (int i = 0; i < 5; i++) {
+    float v = specials[i % 3];
+    if (dtype == CONVPOOL_FLOAT16) ((uint16_t *)t.x)[where[i]] = cp_float_to_half(v);
+    else ((float *)t.x)[where[i]] = v;
+  }
+  (void)es;
+  void *y = tu_xmalloc(t.y_bytes);
+  int ok = run(&c, &t, 2, y);
+  double *ref = tu_xmalloc(t.y_n * sizeof(double)), *bound = tu_xmalloc(t.y_n * sizeof(double));
+  cp_reference(dtype, t.x, c.batch, c.c_in, c.height, c.width, t.w, c.c_out, c.k, t.bias, c.pool,
+               ref, bound);
+  int nans = 0;
+  for (size_t i = 0; ok && i < t.y_n; i++) {
+    double got = get(dtype, y, i);
+    nans += isnan(ref[i]);
+    if (!close_enough(dtype, got, ref[i], bound[i])) {
+      printf("non-finite %s at %zu: got %g want %g\n", convpool_dtype_name(dtype), i, got, ref[i]);
+      ok = 0;
+    }
+  }
+  if (ok && nans == 0) {
+    printf("non-finite %s: the reference has no NaN, the test is not testing\n",
+           convpool_dtype_name(dtype));
+    ok = 0;
+  }
+  free(ref);
+  free(bound);
+  free(y);
+  free_tensors(&t);
+  return ok;
+}
+
+int main(void) {
+  int failures = 0, cases = 0;
+  const int64_t ks[] = {1, 2, 3, 5};
+  const int64_t chans[] = {1, 3, 16, 17, 64};
+  const int64_t sizes[] = {0, 1, 2, 4, 7, 12, 23, 36}; /* added to k */
+  tu_rng pick = {2024};
+  /* Every K x pool x dtype x bias/sign combination, with spread shapes. */
+  for (int ki = 0; ki < 4; ki++)
+    for (int64_t pool = 1; pool <= 3; pool++)
+      for (int dt = 0; dt < 2; dt++)
+        for (int variant = 0; variant < 4; variant++)
+          for (int rep = 0; rep < 3; rep++) {
+            layer_case c;
+            c.dtype = dt ? CONVPOOL_FLOAT16 : CONVPOOL_FLOAT32;
+            c.k = ks[ki];
+            c.pool = pool;
+            c.bias = variant & 1;
+            c.signed_data = (variant >> 1) & 1;
+            c.batch = tu_next(&pick) % 3 == 0 ? 3 : 1;
+            c.c_in = chans[tu_next(&pick) % 5];
+            c.c_out = chans[tu_next(&pick) % 5];
+            c.height = c.k + pool - 1 + sizes[tu_next(&pick) % 8];
+            c.width = c.k + pool - 1 + sizes[tu_next(&pick) % 8];
+            if (c.c_in * c.c_out > 1024 && c.height * c.width > 900) c.height = c.k + pool + 5;
+            cases++;
+            if (!check_case(&c, (uint64_t)cases, rep == 0 ? 1 : 2)) failures++;
+          }
+  /* Named edges: K = H (one conv row), OW = 1, pool not dividing, wide rows, big k. */
+  const layer_case edges[] = {
+      {CONVPOOL_FLOAT32, 1, 3, 5, 5, 9, 5, 1, 1, 1},    {CONVPOOL_FLOAT32, 2, 4, 3, 9, 3, 3, 1, 0, 1},
+      {CONVPOOL_FLOAT32, 1, 2, 17, 12, 40, 3, 3, 1, 1}, {CONVPOOL_FLOAT16, 3, 17, 3, 40, 11, 2, 3, 1, 1},
+      {CONVPOOL_FLOAT32, 1, 5, 13, 8, 300, 3, 2, 1, 0}, {CONVPOOL_FLOAT32, 1, 2, 3, 20, 20, 7, 4, 1, 1},
+      {CONVPOOL_FLOAT32, 1, 1, 1, 1, 1, 1, 1, 0, 1},    {CONVPOOL_FLOAT16, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+      {CONVPOOL_FLOAT32, 1, 3, 2, 70, 70, 2, 33, 1, 1}, {CONVPOOL_FLOAT32, 2, 200, 20, 9, 9, 3, 1, 1, 1},
+  };
+  for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) {
+    cases++;
+    if (!check_case(&edges[i], 7 + i, 2)) failures++;
+  }
+  /* Determinism: thread counts 1, 2, 3, 8 and a repeated run. */
+  const layer_case det[] = {
+      {CONVPOOL_FLOAT32, 2, 17, 64, 30, 37, 3, 2, 1, 1},
+      {CONVPOOL_FLOAT16, 3, 16, 17, 23, 19, 5, 3, 1, 1},
+      {CONVPOOL_FLOAT32, 1, 64, 64, 34, 18, 3, 1, 0, 0},
+  };
+  for (size_t i = 0; i < sizeof det / sizeof det[0]; i++) {
+    cases++;
+    if (!check_determinism(&det[i], 50 + i)) failures++;
+  }
+  cases += 2;
+  if (!check_nonfinite(CONVPOOL_FLOAT32)) failures++;
+  if (!check_nonfinite(CONVPOOL_FLOAT16)) failures++;
+  convpool_info info;
+  convpool_get_info(&info);
+  printf("isa %s: %d cases, %d failed\n", info.isa, cases, failures);
+  return failures ? 1 : 0;
+}

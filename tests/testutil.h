@@ -1,0 +1,33 @@
+/* Small helpers shared by the C tests. */
+#ifndef CONVPOOL_TESTUTIL_H
+#define CONVPOOL_TESTUTIL_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct tu_rng {
+  uint64_t state;
+} tu_rng;
+
+/* splitmix64 */
+static inline uint64_t tu_next(tu_rng *r) {
+  uint64_t z = (r->state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/* Uniform in [0, 1) with 24 bits. */
+static inline float tu_uniform(tu_rng *r) { return (float)(tu_next(r) >> 40) * (1.0f / 16777216.0f); }
+
+static inline void *tu_xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (p == NULL) {
+    fprintf(stderr, "test: out of memory (%zu bytes)\n", n);
+    exit(2);
+  }
+  return p;
+}
+
+#endif
