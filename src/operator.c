@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "convert.h"
 #include "half.h"
 #include "internal.h"
 #include "plan.h"
@@ -24,6 +25,10 @@ struct convpool_op {
   int has_bias;
   const convpool_allocator *allocator;
   const cp_sr_ukernel *uk;
+  cp_widen_fn widen;   /* f16 -> fp32 rows (panel packing) */
+  cp_narrow_fn narrow; /* fp32 -> f16 rows (the store) */
+  unsigned char *scratch; /* per-thread scratch, kept between runs */
+  size_t scratch_bytes;
   float *packed; /* [co_block][c][i][j][MR] */
   float *bias;   /* [co_blocks * MR], zeros past c_out */
   size_t packed_bytes;
@@ -216,8 +221,10 @@ static convpool_status cp_make_plan(const convpool_op *op, int64_t batch, int64_
   pl->panel_budget = cpu->l2 / 2;
   pl->buf_budget = cpu->l2 / 4;
   if ((st = cp_choose_blocks(op, pl)) != CONVPOOL_SUCCESS) return st;
+  pl->row_bytes = (size_t)pl->col_block * sizeof(float);
   if (!cp_add(cp_round_up(pl->panel_bytes, CP_CACHE_LINE), cp_round_up(pl->buf_bytes, CP_CACHE_LINE),
-              &pl->scratch_bytes))
+              &pl->scratch_bytes) ||
+      !cp_add(pl->scratch_bytes, cp_round_up(pl->row_bytes, CP_CACHE_LINE), &pl->scratch_bytes))
     return cp_fail(CONVPOOL_INVALID_ARGUMENT, "scratch size overflows");
   return CONVPOOL_SUCCESS;
 }
@@ -305,6 +312,8 @@ convpool_status convpool_op_create(convpool_dtype dtype, const void *weights, co
   op->has_bias = bias != NULL;
   op->allocator = a;
   op->uk = uk;
+  op->widen = cp_widen_f16_select(cpu->isa);
+  op->narrow = cp_narrow_f16_select(cpu->isa);
   op->packed_bytes = packed_bytes;
   atomic_init(&op->busy, 0);
   op->packed = cp_alloc(a, packed_bytes);
@@ -345,6 +354,7 @@ convpool_status convpool_op_destroy(convpool_op *op) {
   const convpool_allocator *a = op->allocator;
   op->magic = 0;
   cp_threadpool_destroy(op->pool_threads);
+  cp_free(a, op->scratch);
   cp_free(a, op->bias);
   cp_free(a, op->packed);
   cp_free(a, op);
@@ -376,51 +386,43 @@ typedef struct cp_run {
 
 static inline float cp_maxf(float a, float b) { return (a > b || a != a) ? a : b; }
 
-/* Max over each P x P window of the buffer, + bias, convert, store. */
-static inline void cp_pool_rows(const cp_run *r, const float *buf, int64_t mr, int64_t prows,
-                                int64_t pcols, int64_t pool, const float *bias, size_t dst_index) {
-  const cp_plan *pl = r->pl;
-  const size_t ld = pl->buf_row_ld;
-  const size_t plane = (size_t)pl->ph * (size_t)pl->pw;
-  float row[256];
-  for (int64_t m = 0; m < mr; m++) {
-    for (int64_t q = 0; q < prows; q++) {
-      const float *src = buf + (size_t)m * pl->buf_cols + (size_t)(q * pool) * ld;
-      size_t out = dst_index + (size_t)m * plane + (size_t)q * (size_t)pl->pw;
-      for (int64_t t0 = 0; t0 < pcols; t0 += 256) {
-        int64_t n = pcols - t0 < 256 ? pcols - t0 : 256;
-        for (int64_t t = 0; t < n; t++) {
-          const float *win = src + (size_t)((t0 + t) * pool);
-          float v = win[0];
-          for (int64_t a = 0; a < pool; a++)
-            for (int64_t b = 0; b < pool; b++) v = cp_maxf(v, win[(size_t)a * ld + (size_t)b]);
-          row[t] = v;
-        }
-        if (r->op->has_bias)
-          for (int64_t t = 0; t < n; t++) row[t] += bias[m];
-        if (r->op->dtype == CONVPOOL_FLOAT32) {
-          memcpy((float *)r->dst + out + (size_t)t0, row, (size_t)n * sizeof(float));
-        } else {
-          uint16_t *d = (uint16_t *)r->dst + out + (size_t)t0;
-          for (int64_t t = 0; t < n; t++) d[t] = cp_float_to_half(row[t]);
-        }
-      }
-    }
-  }
-}
-
-static void cp_pool_epilogue(const cp_run *r, const float *buf, int64_t mr, int64_t prows,
+/*
+ * The epilogue of one channel block: max over each P x P window of the tile
+ * buffer (rows first, then columns, NaN-propagating), + bias, convert, store.
+ * `row` is per-thread scratch of col_block floats.
+ */
+static void cp_pool_epilogue(const cp_run *r, float *buf, float *row, int64_t mr, int64_t prows,
                              int64_t pcols, const float *bias, size_t dst_index) {
-  /* Constant pool sizes let the compiler specialise the window loops. */
-  switch (r->pl->pool) {
-    case 1:
-      cp_pool_rows(r, buf, mr, prows, pcols, 1, bias, dst_index);
-      break;
-    case 2:
-      cp_pool_rows(r, buf, mr, prows, pcols, 2, bias, dst_index);
-      break;
-    default:
-      cp_pool_rows(r, buf, mr, prows, pcols, r->pl->pool, bias, dst_index);
+  const cp_plan *pl = r->pl;
+  const convpool_op *op = r->op;
+  const size_t ld = pl->buf_row_ld, p = (size_t)pl->pool, n = (size_t)pcols;
+  const size_t ncols = n * p, plane = (size_t)pl->ph * (size_t)pl->pw;
+  for (int64_t m = 0; m < mr; m++) {
+    const float b = bias[m];
+    for (int64_t q = 0; q < prows; q++) {
+      float *src = buf + (size_t)m * pl->buf_cols + (size_t)q * p * ld;
+      float *pooled = src; /* pool 1: the conv row itself */
+      if (p > 1) {
+        for (size_t x = 0; x < ncols; x++) row[x] = src[x];
+        for (size_t a = 1; a < p; a++)
+          for (size_t x = 0; x < ncols; x++) row[x] = cp_maxf(row[x], src[a * ld + x]);
+        if (p == 2) {
+          for (size_t t = 0; t < n; t++) row[t] = cp_maxf(row[2 * t], row[2 * t + 1]);
+        } else {
+          for (size_t t = 0; t < n; t++) {
+            float v = row[t * p];
+            for (size_t c = 1; c < p; c++) v = cp_maxf(v, row[t * p + c]);
+            row[t] = v;
+          }
+        }
+        pooled = row;
+      }
+      if (op->has_bias)
+        for (size_t t = 0; t < n; t++) pooled[t] += b;
+      const size_t out = dst_index + (size_t)m * plane + (size_t)q * (size_t)pl->pw;
+      if (op->dtype == CONVPOOL_FLOAT16) op->narrow(pooled, (uint16_t *)r->dst + out, n);
+      else memcpy((float *)r->dst + out, pooled, n * sizeof(float));
+    }
   }
 }
 
@@ -440,8 +442,7 @@ static void cp_pack_panel(const cp_run *r, int64_t b, size_t oh0, size_t rows, s
     for (size_t y = 0; y < rows; y++, to += ld) {
       const size_t from = base + c * hw + y * w;
       if (r->op->dtype == CONVPOOL_FLOAT16) {
-        const uint16_t *s = (const uint16_t *)r->src + from;
-        for (size_t x = 0; x < cols; x++) to[x] = cp_half_to_float(s[x]);
+        r->op->widen((const uint16_t *)r->src + from, to, cols);
       } else {
         memcpy(to, (const float *)r->src + from, cols * sizeof(float));
       }
@@ -469,6 +470,7 @@ static void cp_run_item(void *context, int64_t item, int thread) {
   unsigned char *scratch = r->scratch + (size_t)thread * pl->scratch_bytes;
   float *panel = (float *)scratch;
   float *buf = (float *)(scratch + cp_round_up(pl->panel_bytes, CP_CACHE_LINE));
+  float *row = (float *)((unsigned char *)buf + cp_round_up(pl->buf_bytes, CP_CACHE_LINE));
 
   const int64_t g0 = rg * pl->group;
   const int64_t g = pl->ph - g0 < pl->group ? pl->ph - g0 : pl->group;
@@ -501,7 +503,7 @@ static void cp_run_item(void *context, int64_t item, int thread) {
     const int64_t mr_used = pl->c_out - co0 < mr ? pl->c_out - co0 : mr;
     const size_t dst_index = ((size_t)b * (size_t)pl->c_out + (size_t)co0) * plane +
                              (size_t)g0 * (size_t)pl->pw + (size_t)(col0 / pool);
-    cp_pool_epilogue(r, buf, mr_used, g, cw / pool, op->bias + co0, dst_index);
+    cp_pool_epilogue(r, buf, row, mr_used, g, cw / pool, op->bias + co0, dst_index);
   }
 }
 
@@ -526,14 +528,19 @@ convpool_status convpool_op_run(convpool_op *op, const void *src, int64_t batch,
   if (!atomic_compare_exchange_strong(&op->busy, &idle, 1))
     return cp_fail(CONVPOOL_INVALID_STATE, "op %p is already running on another thread",
                    (void *)op);
-  unsigned char *scratch = cp_alloc(op->allocator, scratch_bytes);
-  if (scratch == NULL) {
-    atomic_store(&op->busy, 0);
-    return cp_fail(CONVPOOL_OUT_OF_MEMORY, "cannot allocate %zu bytes of scratch", scratch_bytes);
+  if (scratch_bytes > op->scratch_bytes) { /* kept for the next run of the same size */
+    cp_free(op->allocator, op->scratch);
+    op->scratch_bytes = 0;
+    op->scratch = cp_alloc(op->allocator, scratch_bytes);
+    if (op->scratch == NULL) {
+      atomic_store(&op->busy, 0);
+      return cp_fail(CONVPOOL_OUT_OF_MEMORY, "cannot allocate %zu bytes of scratch",
+                     scratch_bytes);
+    }
+    op->scratch_bytes = scratch_bytes;
   }
-  cp_run r = {op, &pl, src, dst, scratch};
+  cp_run r = {op, &pl, src, dst, op->scratch};
   cp_threadpool_run(op->pool_threads, cp_run_item, &r, pl.items);
-  cp_free(op->allocator, scratch);
   atomic_store(&op->busy, 0);
   return CONVPOOL_SUCCESS;
 }

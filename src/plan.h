@@ -41,7 +41,7 @@ typedef struct cp_plan {
   int64_t row_groups, col_blocks, co_groups, co_blocks_per_group, items;
   int threads;
   /* bytes */
-  size_t panel_bytes, buf_bytes, scratch_bytes; /* per thread */
+  size_t panel_bytes, buf_bytes, row_bytes, scratch_bytes; /* per thread */
   size_t panel_budget, buf_budget;
   size_t packed_weight_bytes, weight_block_bytes;
 } cp_plan;

@@ -180,7 +180,8 @@ static size_t count(const char *what, int n, const int64_t *dims, size_t elem) {
   size_t c = elem;
   for (int i = 0; i < n; i++)
     if (__builtin_mul_overflow(c, (size_t)dims[i], &c))
-      die(EXIT_USAGE, "%s has a byte count that overflows", what);
+      die(EXIT_USAGE, "%s [%lld, %lld, %lld, %lld] has a byte count that overflows", what,
+          (long long)dims[0], (long long)dims[1], (long long)dims[2], (long long)dims[3]);
   return c;
 }
 

@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Check a convpool CLI dump directory against the float64 references.
+
+    python3 tools/check_conv.py --dump-dir DIR
+
+DIR holds what `convpool --dump-dir DIR` writes: meta.json (dtype, batch,
+in_channels, out_channels, height, width, filter, pool, bias, seed), x.bin,
+w.bin, bias.bin (when bias) and out.bin, raw little-endian arrays in C order.
+
+Recomputes the layer with the NumPy and torch references (they must agree),
+judges out.bin with the rules of python/convpool/reference.py, and prints the
+tolerance, max |delta|, the number of bad elements, a damage map (bad elements
+per batch, per block of 16 output channels, per pooled row) and how many
+outputs equal the bias exactly (an output equal to its bias means the conv
+contribution was lost).
+
+Exit status: 0 all good; 1 bad elements or the references disagree;
+2 the dump directory is unreadable or inconsistent.
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "python"))
+
+import numpy as np  # noqa: E402
+
+from convpool import reference as ref_mod  # noqa: E402
+
+META_KEYS = ("dtype", "batch", "in_channels", "out_channels", "height", "width",
+             "filter", "pool", "bias", "seed")
+DTYPES = {"float32": "<f4", "float16": "<f2"}
+CHANNEL_BLOCK = 16
+
+
+class DumpError(Exception):
+    """The dump directory cannot be checked."""
+
+
+def load_dump(directory):
+    """Read meta.json and the arrays; returns (meta, x, w, bias or None, out)."""
+    directory = Path(directory)
+    try:
+        meta = json.loads((directory / "meta.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise DumpError(f"cannot read {directory / 'meta.json'}: {exc}") from None
+    missing = [k for k in META_KEYS if k not in meta]
+    if missing:
+        raise DumpError(f"meta.json lacks {', '.join(missing)}")
+    if meta["dtype"] not in DTYPES:
+        raise DumpError(f"meta.json dtype {meta['dtype']!r} is not one of {sorted(DTYPES)}")
+    dtype = np.dtype(DTYPES[meta["dtype"]])
+    b, ci, co = meta["batch"], meta["in_channels"], meta["out_channels"]
+    h, w, k, p = meta["height"], meta["width"], meta["filter"], meta["pool"]
+    _, _, ph, pw = ref_mod.output_size(h, w, k, p)
+    if min(b, ci, co, k, p, ph, pw) < 1:
+        raise DumpError(f"meta.json describes an empty or invalid layer: {meta}")
+    shapes = {"x.bin": (b, ci, h, w), "w.bin": (co, ci, k, k), "out.bin": (b, co, ph, pw)}
+    if meta["bias"]:
+        shapes["bias.bin"] = (co,)
+    arrays = {}
+    for name, shape in shapes.items():
+        path = directory / name
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise DumpError(f"cannot read {path}: {exc}") from None
+        expected = int(np.prod(shape)) * dtype.itemsize
+        if len(raw) != expected:
+            raise DumpError(f"{path} has {len(raw)} bytes; shape {shape} of {meta['dtype']} "
+                            f"needs {expected}")
+        arrays[name] = np.frombuffer(raw, dtype=dtype).reshape(shape).astype(dtype.newbyteorder("="))
+    return meta, arrays["x.bin"], arrays["w.bin"], arrays.get("bias.bin"), arrays["out.bin"]
+
+
+def runs(counts, prefix=""):
+    """Compress a sequence of counts into 'prefix a-b: n' runs of equal nonzero values."""
+    parts = []
+    start = None
+    for i, value in enumerate(list(counts) + [None]):
+        if start is not None and (value != counts[start]):
+            label = f"{start}" if i - 1 == start else f"{start}-{i - 1}"
+            parts.append(f"{prefix}{label}: {counts[start]}")
+            start = None
+        if start is None and value:
+            start = i
+    return parts
+
+
+def compact(parts, limit=24):
+    if not parts:
+        return "none"
+    if len(parts) > limit:
+        return ", ".join(parts[:limit]) + f", ... ({len(parts) - limit} more runs)"
+    return ", ".join(parts)
+
+
+def damage_map(bad):
+    """Lines describing where the bad elements are ([B, C_out, PH, PW] mask)."""
+    batch, c_out, ph, pw = bad.shape
+    per_batch = bad.sum(axis=(1, 2, 3))
+    per_channel = bad.sum(axis=(0, 2, 3))
+    blocks = [int(per_channel[i:i + CHANNEL_BLOCK].sum())
+              for i in range(0, c_out, CHANNEL_BLOCK)]
+    per_row = bad.sum(axis=(0, 1, 3))
+    lines = [
+        f"  per batch (of {c_out * ph * pw} each): "
+        + ("[" + ", ".join(str(int(v)) for v in per_batch) + "]" if batch <= 32
+           else compact(runs([int(v) for v in per_batch], "b"))),
+        f"  per output-channel block of {CHANNEL_BLOCK} (up to {batch * CHANNEL_BLOCK * ph * pw}"
+        f" each; block i = channels 16i..16i+15): "
+        + compact(runs(blocks, "block ")),
+        f"  per pooled row (of {batch * c_out * pw} each): "
+        + compact(runs([int(v) for v in per_row], "row ")),
+    ]
+    full_rows = [(b, r) for b in range(batch) for r in range(ph) if bad[b, :, r, :].all()]
+    if full_rows:
+        shown = ", ".join(f"(b={b}, row {r})" for b, r in full_rows[:12])
+        lines.append(f"  whole (batch, pooled row) planes bad: {len(full_rows)}: {shown}"
+                     + (" ..." if len(full_rows) > 12 else ""))
+    return lines
+
+
+def check(directory, list_bad=5):
+    """Check one dump; prints the report and returns the exit status."""
+    try:
+        meta, x, w, bias, out = load_dump(directory)
+    except DumpError as exc:
+        print(f"check_conv: error: {exc}")
+        return 2
+    dtype, pool = meta["dtype"], meta["pool"]
+    print(f"dump {directory}: {dtype} b{meta['batch']} {meta['in_channels']}->"
+          f"{meta['out_channels']} {meta['height']}x{meta['width']} k{meta['filter']} "
+          f"pool{pool} {'bias' if meta['bias'] else 'nobias'} seed {meta['seed']}")
+    reference = ref_mod.Reference(x, w)
+    agree, message, expected = reference.compare_references(bias, pool)
+    print(("references: " if agree else "REFERENCES DISAGREE: ") + message)
+    scale = reference.error_scale(bias, pool)
+    verdict = ref_mod.judge(out, expected, scale, dtype, "bound")
+    print(f"tolerance: {verdict.tolerance_text}")
+    print(f"max |delta| = {verdict.max_delta:.6g}; bad elements: {verdict.n_bad} of {out.size}"
+          f" ({100.0 * verdict.n_bad / out.size:.3f}%)")
+    print("damage map:")
+    for line in damage_map(verdict.bad):
+        print(line)
+    if verdict.n_bad:
+        for flat in np.flatnonzero(verdict.bad)[:list_bad]:
+            idx = tuple(int(v) for v in np.unravel_index(flat, out.shape))
+            print(f"  bad at (b, co, ph, pw) = {idx}: ours {float(out[idx])!r}, "
+                  f"ref {float(expected[idx])!r}")
+    if bias is not None:
+        equal = out == bias[None, :, None, None]
+        print(f"outputs equal to their bias exactly: {int(equal.sum())} (a lost conv "
+              f"contribution shows here)")
+    else:
+        print(f"outputs exactly 0 (no bias): {int((out == 0).sum())} (a lost conv "
+              f"contribution shows here)")
+    ok = agree and verdict.ok
+    print("[ OK ] all elements within tolerance" if ok else
+          "[FAIL] " + ("references disagree" if not agree else f"{verdict.n_bad} bad elements"))
+    return 0 if ok else 1
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--dump-dir", required=True, help="directory written by convpool --dump-dir")
+    p.add_argument("--list-bad", type=int, default=5, help="bad elements to print (default 5)")
+    args = p.parse_args(argv)
+    return check(args.dump_dir, args.list_bad)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,14 @@
+#!/bin/sh
+# Install the Debian packages the build and the tests need, if any is missing.
+# Runs apt-get as root (directly, or through sudo when available).
+set -eu
+packages="cmake make gcc python3 python3-numpy python3-torch"
+missing=""
+for p in $packages; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "installing:$missing"
+if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing
