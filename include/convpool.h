@@ -185,6 +185,20 @@ CONVPOOL_API convpool_status convpool_op_plan(const convpool_op *op, int64_t bat
                                               int64_t height, int64_t width,
                                               convpool_plan_info *info);
 
+/** Where the time of a run went. Phase times are summed over the threads. */
+typedef struct convpool_run_stats {
+  double wall_seconds;     /**< the whole convpool_op_run call */
+  double pack_seconds;     /**< copying (and widening) input panels */
+  double compute_seconds;  /**< microkernel sweeps */
+  double epilogue_seconds; /**< pooling, bias, conversion and store */
+  int64_t items;           /**< work items run */
+  int threads;             /**< threads used */
+} convpool_run_stats;
+
+/** Statistics of the operator's last successful run (zeros before the first). */
+CONVPOOL_API convpool_status convpool_op_last_run_stats(const convpool_op *op,
+                                                        convpool_run_stats *stats);
+
 /** Destroy an operator (NULL is a no-op). */
 CONVPOOL_API convpool_status convpool_op_destroy(convpool_op *op);
 

@@ -63,8 +63,10 @@ static cp_isa cp_detect_isa(void) {
   cp_cpuid(7, 0, r);
   unsigned ebx7 = r[1];
   int avx2 = (ebx7 >> 5) & 1, avx512f = (ebx7 >> 16) & 1;
+  int avx512bw = (ebx7 >> 30) & 1, avx512vl = (ebx7 >> 31) & 1;
   if (!ymm_state || !avx2 || !fma || !f16c) return CP_ISA_SCALAR;
-  if (zmm_state && avx512f) return CP_ISA_AVX512;
+  /* The AVX-512 path uses F, plus BW and VL for masked half stores. */
+  if (zmm_state && avx512f && avx512bw && avx512vl) return CP_ISA_AVX512;
   return CP_ISA_AVX2;
 }
 

@@ -2,19 +2,28 @@
  * The operator: validation, weight packing, the plan, and the shift-reduce
  * driver (work items -> sweeps -> microkernel tiles -> pooling epilogue).
  */
+#define _POSIX_C_SOURCE 200809L
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "convert.h"
 #include "half.h"
 #include "internal.h"
+#include "kernels/pool.h"
 #include "plan.h"
 #include "threadpool.h"
 
 #define CP_OP_MAGIC 0x43504f50u /* "CPOP" */
 #define CP_MAX_THREADS 1024
 #define CP_CACHE_LINE 64
+
+/* Phase times of one thread, padded to a cache line against false sharing. */
+typedef struct cp_phase_times {
+  double pack, compute, epilogue;
+  char pad[CP_CACHE_LINE - 3 * sizeof(double)];
+} cp_phase_times;
 
 struct convpool_op {
   unsigned magic;
@@ -27,7 +36,10 @@ struct convpool_op {
   const cp_sr_ukernel *uk;
   cp_widen_fn widen;   /* f16 -> fp32 rows (panel packing) */
   cp_narrow_fn narrow; /* fp32 -> f16 rows (the store) */
+  cp_pool_row_fn pool_row; /* vector epilogue row for this pool size, or NULL */
   unsigned char *scratch; /* per-thread scratch, kept between runs */
+  cp_phase_times *times;  /* per-thread phase times of the current run */
+  convpool_run_stats last_stats;
   size_t scratch_bytes;
   float *packed; /* [co_block][c][i][j][MR] */
   float *bias;   /* [co_blocks * MR], zeros past c_out */
@@ -35,6 +47,12 @@ struct convpool_op {
   cp_threadpool *pool_threads;
   atomic_int busy;
 };
+
+static double cp_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 /* ---- validation helpers ---- */
 
@@ -314,6 +332,8 @@ convpool_status convpool_op_create(convpool_dtype dtype, const void *weights, co
   op->uk = uk;
   op->widen = cp_widen_f16_select(cpu->isa);
   op->narrow = cp_narrow_f16_select(cpu->isa);
+  if (cpu->isa >= CP_ISA_AVX512 && (pool == 1 || pool == 2))
+    op->pool_row = pool == 1 ? cp_pool1_row_avx512f : cp_pool2_row_avx512f;
   op->packed_bytes = packed_bytes;
   atomic_init(&op->busy, 0);
   op->packed = cp_alloc(a, packed_bytes);
@@ -327,6 +347,11 @@ convpool_status convpool_op_create(convpool_dtype dtype, const void *weights, co
     st = cp_fail(CONVPOOL_OUT_OF_MEMORY, "cannot allocate the bias (%zu bytes)", bias_bytes);
     goto error;
   }
+  op->times = cp_alloc(a, (size_t)op->threads * sizeof *op->times);
+  if (op->times == NULL) {
+    st = cp_fail(CONVPOOL_OUT_OF_MEMORY, "cannot allocate per-thread statistics");
+    goto error;
+  }
   cp_pack_weights(op, weights, op->packed);
   for (size_t co = 0; co < blocks * mr; co++)
     op->bias[co] = bias != NULL && co < (size_t)c_out ? cp_load_elem(dtype, bias, co) : 0.0f;
@@ -337,6 +362,7 @@ convpool_status convpool_op_create(convpool_dtype dtype, const void *weights, co
   return CONVPOOL_SUCCESS;
 
 error:
+  cp_free(a, op->times);
   cp_free(a, op->bias);
   cp_free(a, op->packed);
   cp_free(a, op);
@@ -355,6 +381,7 @@ convpool_status convpool_op_destroy(convpool_op *op) {
   op->magic = 0;
   cp_threadpool_destroy(op->pool_threads);
   cp_free(a, op->scratch);
+  cp_free(a, op->times);
   cp_free(a, op->bias);
   cp_free(a, op->packed);
   cp_free(a, op);
@@ -401,6 +428,12 @@ static void cp_pool_epilogue(const cp_run *r, float *buf, float *row, int64_t mr
     const float b = bias[m];
     for (int64_t q = 0; q < prows; q++) {
       float *src = buf + (size_t)m * pl->buf_cols + (size_t)q * p * ld;
+      const size_t out = dst_index + (size_t)m * plane + (size_t)q * (size_t)pl->pw;
+      if (op->pool_row != NULL) {
+        op->pool_row(src, ld, n, op->has_bias ? &bias[m] : NULL,
+                     r->dst + out * pl->elem_size, op->dtype == CONVPOOL_FLOAT16);
+        continue;
+      }
       float *pooled = src; /* pool 1: the conv row itself */
       if (p > 1) {
         for (size_t x = 0; x < ncols; x++) row[x] = src[x];
@@ -419,7 +452,6 @@ static void cp_pool_epilogue(const cp_run *r, float *buf, float *row, int64_t mr
       }
       if (op->has_bias)
         for (size_t t = 0; t < n; t++) pooled[t] += b;
-      const size_t out = dst_index + (size_t)m * plane + (size_t)q * (size_t)pl->pw;
       if (op->dtype == CONVPOOL_FLOAT16) op->narrow(pooled, (uint16_t *)r->dst + out, n);
       else memcpy((float *)r->dst + out, pooled, n * sizeof(float));
     }
@@ -453,57 +485,101 @@ static void cp_pack_panel(const cp_run *r, int64_t b, size_t oh0, size_t rows, s
   memset(panel + cin * cs, 0, (pl->panel_floats - cin * cs) * sizeof(float));
 }
 
+/* The region of one work item. */
+typedef struct cp_item {
+  int64_t b, g0, g, col0, cw, cb0, cb1;
+} cp_item;
+
+static cp_item cp_item_of(const cp_plan *pl, int64_t item) {
+  cp_item it;
+  const int64_t cg = item % pl->co_groups;
+  item /= pl->co_groups;
+  const int64_t cbk = item % pl->col_blocks;
+  item /= pl->col_blocks;
+  const int64_t rg = item % pl->row_groups;
+  it.b = item / pl->row_groups;
+  it.g0 = rg * pl->group;
+  it.g = pl->ph - it.g0 < pl->group ? pl->ph - it.g0 : pl->group;
+  it.col0 = cbk * pl->col_block;
+  it.cw = pl->ow_used - it.col0 < pl->col_block ? pl->ow_used - it.col0 : pl->col_block;
+  it.cb0 = cg * pl->co_blocks_per_group;
+  it.cb1 = it.cb0 + pl->co_blocks_per_group < pl->co_blocks ? it.cb0 + pl->co_blocks_per_group
+                                                             : pl->co_blocks;
+  return it;
+}
+
+/*
+ * Prefetch (into L2) part `part` of `parts` of the input rows of a later
+ * item, so that its panel packing finds them near: the compute of the
+ * current item hides the memory latency of the next.
+ */
+static void cp_prefetch_panel(const cp_run *r, int64_t item, int64_t part, int64_t parts) {
+  const cp_plan *pl = r->pl;
+  if (item >= pl->items) return;
+  const cp_item it = cp_item_of(pl, item);
+  const size_t es = pl->elem_size, w = (size_t)pl->width, hw = (size_t)pl->height * w;
+  const size_t rows = (size_t)(it.g * pl->pool + pl->k - 1);
+  const size_t bytes = ((size_t)it.cw + (size_t)pl->k - 1) * es;
+  const size_t c0 = (size_t)(pl->c_in * part / parts), c1 = (size_t)(pl->c_in * (part + 1) / parts);
+  const unsigned char *base =
+      r->src + ((size_t)it.b * (size_t)pl->c_in * hw + (size_t)(it.g0 * pl->pool) * w +
+                (size_t)it.col0) * es;
+  for (size_t c = c0; c < c1; c++)
+    for (size_t y = 0; y < rows; y++) {
+      const unsigned char *p = base + (c * hw + y * w) * es;
+      for (size_t o = 0; o < bytes; o += CP_CACHE_LINE) __builtin_prefetch(p + o, 0, 2);
+      __builtin_prefetch(p + bytes - 1, 0, 2);
+    }
+}
+
 /* One work item: (batch, pooled-row group, column block, channel-block group). */
 static void cp_run_item(void *context, int64_t item, int thread) {
   const cp_run *r = context;
   const cp_plan *pl = r->pl;
   const convpool_op *op = r->op;
   const int64_t mr = pl->uk->mr, nr = pl->uk->nr, pool = pl->pool;
-  int64_t rest = item;
-  const int64_t cg = rest % pl->co_groups;
-  rest /= pl->co_groups;
-  const int64_t cbk = rest % pl->col_blocks;
-  rest /= pl->col_blocks;
-  const int64_t rg = rest % pl->row_groups;
-  const int64_t b = rest / pl->row_groups;
+  const cp_item it = cp_item_of(pl, item);
 
   unsigned char *scratch = r->scratch + (size_t)thread * pl->scratch_bytes;
   float *panel = (float *)scratch;
   float *buf = (float *)(scratch + cp_round_up(pl->panel_bytes, CP_CACHE_LINE));
   float *row = (float *)((unsigned char *)buf + cp_round_up(pl->buf_bytes, CP_CACHE_LINE));
 
-  const int64_t g0 = rg * pl->group;
-  const int64_t g = pl->ph - g0 < pl->group ? pl->ph - g0 : pl->group;
-  const int64_t col0 = cbk * pl->col_block;
-  const int64_t cw = pl->ow_used - col0 < pl->col_block ? pl->ow_used - col0 : pl->col_block;
-  const size_t conv_rows = (size_t)(g * pool), ld = pl->panel_ld;
-  cp_pack_panel(r, b, (size_t)(g0 * pool), conv_rows + (size_t)pl->k - 1, (size_t)col0,
-                (size_t)cw + (size_t)pl->k - 1, panel);
+  cp_phase_times *times = &op->times[thread];
+  double t0 = cp_seconds();
+  const size_t conv_rows = (size_t)(it.g * pool), ld = pl->panel_ld;
+  cp_pack_panel(r, it.b, (size_t)(it.g0 * pool), conv_rows + (size_t)pl->k - 1, (size_t)it.col0,
+                (size_t)it.cw + (size_t)pl->k - 1, panel);
 
   const size_t plane = (size_t)pl->ph * (size_t)pl->pw;
-  const int64_t cb0 = cg * pl->co_blocks_per_group;
-  const int64_t cb1 = cb0 + pl->co_blocks_per_group < pl->co_blocks
-                          ? cb0 + pl->co_blocks_per_group
-                          : pl->co_blocks;
   const size_t wblock = pl->weight_block_bytes / sizeof(float);
-  for (int64_t cb = cb0; cb < cb1; cb++) {
+  /* Threads take items in turn, so this thread's next item is about `threads` ahead. */
+  const int64_t next = item + pl->threads;
+  double t1 = cp_seconds();
+  times->pack += t1 - t0;
+  for (int64_t cb = it.cb0; cb < it.cb1; cb++) {
+    cp_prefetch_panel(r, next, cb - it.cb0, it.cb1 - it.cb0);
     const float *w = op->packed + (size_t)cb * wblock;
     if (pl->flat) {
-      const size_t len = (conv_rows - 1) * ld + (size_t)cw;
+      const size_t len = (conv_rows - 1) * ld + (size_t)it.cw;
       for (size_t t = 0; t < len; t += (size_t)nr)
         pl->uk->fn(panel + t, pl->panel_cs, ld, (size_t)pl->c_in, (size_t)pl->k, w, buf + t,
                    pl->buf_cols);
     } else {
       for (size_t y = 0; y < conv_rows; y++)
-        for (int64_t t = 0; t < cw; t += nr)
+        for (int64_t t = 0; t < it.cw; t += nr)
           pl->uk->fn(panel + y * ld + (size_t)t, pl->panel_cs, ld, (size_t)pl->c_in,
                      (size_t)pl->k, w, buf + y * pl->buf_row_ld + (size_t)t, pl->buf_cols);
     }
+    double t2 = cp_seconds();
+    times->compute += t2 - t1;
     const int64_t co0 = cb * mr;
     const int64_t mr_used = pl->c_out - co0 < mr ? pl->c_out - co0 : mr;
-    const size_t dst_index = ((size_t)b * (size_t)pl->c_out + (size_t)co0) * plane +
-                             (size_t)g0 * (size_t)pl->pw + (size_t)(col0 / pool);
-    cp_pool_epilogue(r, buf, row, mr_used, g, cw / pool, op->bias + co0, dst_index);
+    const size_t dst_index = ((size_t)it.b * (size_t)pl->c_out + (size_t)co0) * plane +
+                             (size_t)it.g0 * (size_t)pl->pw + (size_t)(it.col0 / pool);
+    cp_pool_epilogue(r, buf, row, mr_used, it.g, it.cw / pool, op->bias + co0, dst_index);
+    t1 = cp_seconds();
+    times->epilogue += t1 - t2;
   }
 }
 
@@ -539,8 +615,20 @@ convpool_status convpool_op_run(convpool_op *op, const void *src, int64_t batch,
     }
     op->scratch_bytes = scratch_bytes;
   }
+  const double start = cp_seconds();
+  memset(op->times, 0, (size_t)op->threads * sizeof *op->times);
   cp_run r = {op, &pl, src, dst, op->scratch};
   cp_threadpool_run(op->pool_threads, cp_run_item, &r, pl.items);
+  convpool_run_stats *s = &op->last_stats;
+  memset(s, 0, sizeof *s);
+  s->wall_seconds = cp_seconds() - start;
+  for (int t = 0; t < op->threads; t++) {
+    s->pack_seconds += op->times[t].pack;
+    s->compute_seconds += op->times[t].compute;
+    s->epilogue_seconds += op->times[t].epilogue;
+  }
+  s->items = pl.items;
+  s->threads = pl.threads;
   atomic_store(&op->busy, 0);
   return CONVPOOL_SUCCESS;
 }
@@ -611,6 +699,14 @@ convpool_status convpool_op_describe(const convpool_op *op, int64_t batch, int64
       pl.panel_bytes <= pl.panel_budget ? "fits" : "over budget",
       pl.buf_bytes, pl.buf_budget, pl.buf_bytes <= pl.buf_budget ? "fits" : "over budget",
       pl.scratch_bytes, pl.scratch_bytes * (size_t)pl.threads);
+  return CONVPOOL_SUCCESS;
+}
+
+convpool_status convpool_op_last_run_stats(const convpool_op *op, convpool_run_stats *stats) {
+  cp_clear_error();
+  if (!cp_op_valid(op)) return cp_fail(CONVPOOL_INVALID_STATE, "op is NULL or not a live operator");
+  if (stats == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "stats is NULL");
+  *stats = op->last_stats;
   return CONVPOOL_SUCCESS;
 }
 

@@ -16,6 +16,7 @@
 #include "convpool.h"
 #include "half.h"
 #include "meta.h"
+#include "peak.h"
 
 #define EXIT_USAGE 2
 
@@ -264,6 +265,15 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* The FMA peak of the ISA the library chose, measured on `threads` threads. */
+static double cli_fma_peak(int threads) {
+  convpool_info info;
+  if (convpool_get_info(&info) != CONVPOOL_SUCCESS) return 0;
+  if (strcmp(info.isa, "avx512f") == 0) return bench_fma_peak(BENCH_PEAK_FP32_AVX512, threads, 0.2, 3);
+  if (strcmp(info.isa, "avx2") == 0) return bench_fma_peak(BENCH_PEAK_FP32_AVX2, threads, 0.2, 3);
+  return 0;
+}
+
 static void check(convpool_status st) {
   if (st == CONVPOOL_SUCCESS) return;
   die(st == CONVPOOL_INVALID_ARGUMENT || st == CONVPOOL_UNSUPPORTED ? EXIT_USAGE : 1, "%s (%s)",
@@ -351,16 +361,29 @@ int main(int argc, char **argv) {
          (long long)c.batch, (long long)c.c_in, (long long)c.height, (long long)c.width,
          (long long)c.c_out, (long long)c.filter, (long long)c.pool);
   if (c.profile) {
+    convpool_run_stats rs;
+    check(convpool_op_last_run_stats(op, &rs));
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("[PROFILE] weight pack     %10.1f us (%zu packed bytes, once per operator)\n", pack_us,
+    const double busy = rs.pack_seconds + rs.compute_seconds + rs.epilogue_seconds;
+    const double peak = cli_fma_peak(plan.threads);
+    printf("[PROFILE] weight pack   %10.1f us once per operator (%zu packed bytes)\n", pack_us,
            plan.packed_weight_bytes);
-    printf("[PROFILE] input pack      %10.1f us (shift-reduce reads NCHW in place)\n", 0.0);
-    printf("[PROFILE] compute+epilogue %9.1f us median (%.1f GFLOP/s)\n", median,
-           flops / median * 1e-3);
-    printf("[PROFILE] bytes moved     %10.0f (x %zu, w %zu, bias %zu, out %zu)\n", bytes, x_bytes,
-           w_bytes, c.bias ? b_bytes : (size_t)0, y_bytes);
-    printf("[PROFILE] scratch         %10zu bytes per thread; peak RSS %ld KiB\n",
+    printf("[PROFILE] last run      %10.1f us wall, %d threads, %lld items\n",
+           rs.wall_seconds * 1e6, rs.threads, (long long)rs.items);
+    printf("[PROFILE]   input pack  %10.1f us thread time (%4.1f%%)\n", rs.pack_seconds * 1e6,
+           100.0 * rs.pack_seconds / busy);
+    printf("[PROFILE]   compute     %10.1f us thread time (%4.1f%%)\n", rs.compute_seconds * 1e6,
+           100.0 * rs.compute_seconds / busy);
+    printf("[PROFILE]   epilogue    %10.1f us thread time (%4.1f%%)\n", rs.epilogue_seconds * 1e6,
+           100.0 * rs.epilogue_seconds / busy);
+    printf("[PROFILE] median run    %.1f GFLOP/s = %.1f%% of the measured %s FMA peak %.1f GFLOP/s "
+           "(%d threads)\n",
+           flops / median * 1e-3, peak > 0 ? 100.0 * flops / median * 1e-3 / peak : 0.0, plan.isa,
+           peak, plan.threads);
+    printf("[PROFILE] bytes moved   %.0f (x %zu, w %zu, bias %zu, out %zu) = %.2f GB/s\n", bytes,
+           x_bytes, w_bytes, c.bias ? b_bytes : (size_t)0, y_bytes, bytes / median * 1e-3);
+    printf("[PROFILE] scratch       %zu bytes per thread; peak RSS %ld KiB\n",
            plan.scratch_bytes_per_thread, ru.ru_maxrss);
   }
 

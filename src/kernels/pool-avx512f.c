@@ -1,0 +1,50 @@
+/* AVX-512F pooling epilogue rows for pool 1 and pool 2 (see pool.h). */
+#include <immintrin.h>
+#include <stdint.h>
+
+#include "pool.h"
+
+/* max(a, b) that returns a NaN if either is NaN. */
+static inline __m512 cp_max_nan(__m512 a, __m512 b) {
+  const __m512 m = _mm512_max_ps(a, b); /* b when either is NaN */
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), m, a);
+}
+
+static inline void cp_store16(void *dst, size_t t, __m512 v, __mmask16 mask, int f16) {
+  if (f16)
+    _mm256_mask_storeu_epi16((uint16_t *)dst + t, mask,
+                             _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  else
+    _mm512_mask_storeu_ps((float *)dst + t, mask, v);
+}
+
+void cp_pool1_row_avx512f(float *src, size_t ld, size_t n, const float *bias, void *dst, int f16) {
+  (void)ld;
+  const __m512 b = _mm512_set1_ps(bias != NULL ? *bias : 0.0f);
+  for (size_t t = 0; t < n; t += 16) {
+    const __mmask16 mask = n - t >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - t)) - 1u);
+    __m512 v = _mm512_maskz_loadu_ps(mask, src + t);
+    if (bias != NULL) v = _mm512_add_ps(v, b);
+    cp_store16(dst, t, v, mask, f16);
+  }
+}
+
+void cp_pool2_row_avx512f(float *src, size_t ld, size_t n, const float *bias, void *dst, int f16) {
+  const __m512 b = _mm512_set1_ps(bias != NULL ? *bias : 0.0f);
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  for (size_t t = 0; t < n; t += 16) {
+    const size_t left = n - t >= 16 ? 32 : 2 * (n - t); /* conv columns in this step */
+    const __mmask16 m0 = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+    const __mmask16 m1 = left >= 32 ? (__mmask16)0xffff
+                                    : left > 16 ? (__mmask16)((1u << (left - 16)) - 1u) : 0;
+    const float *r0 = src + 2 * t, *r1 = r0 + ld;
+    const __m512 lo = cp_max_nan(_mm512_maskz_loadu_ps(m0, r0), _mm512_maskz_loadu_ps(m0, r1));
+    const __m512 hi =
+        cp_max_nan(_mm512_maskz_loadu_ps(m1, r0 + 16), _mm512_maskz_loadu_ps(m1, r1 + 16));
+    __m512 v = cp_max_nan(_mm512_permutex2var_ps(lo, even, hi), _mm512_permutex2var_ps(lo, odd, hi));
+    if (bias != NULL) v = _mm512_add_ps(v, b);
+    const __mmask16 mask = n - t >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - t)) - 1u);
+    cp_store16(dst, t, v, mask, f16);
+  }
+}
