@@ -2,7 +2,7 @@
 # Install the Debian packages the build and the tests need, if any is missing.
 # Runs apt-get as root (directly, or through sudo when available).
 set -eu
-packages="cmake make gcc python3 python3-numpy python3-torch"
+packages="cmake make gcc pkg-config python3 python3-numpy python3-torch"
 missing=""
 for p in $packages; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
