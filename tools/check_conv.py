@@ -72,7 +72,8 @@ def load_dump(directory):
         if len(raw) != expected:
             raise DumpError(f"{path} has {len(raw)} bytes; shape {shape} of {meta['dtype']} "
                             f"needs {expected}")
-        arrays[name] = np.frombuffer(raw, dtype=dtype).reshape(shape).astype(dtype.newbyteorder("="))
+        native = dtype.newbyteorder("=")
+        arrays[name] = np.frombuffer(raw, dtype=dtype).reshape(shape).astype(native)
     return meta, arrays["x.bin"], arrays["w.bin"], arrays.get("bias.bin"), arrays["out.bin"]
 
 
@@ -143,6 +144,8 @@ def check(directory, list_bad=5):
     print(f"tolerance: {verdict.tolerance_text}")
     print(f"max |delta| = {verdict.max_delta:.6g}; bad elements: {verdict.n_bad} of {out.size}"
           f" ({100.0 * verdict.n_bad / out.size:.3f}%)")
+    if verdict.rounding is not None:
+        print(verdict.describe_rounding())
     print("damage map:")
     for line in damage_map(verdict.bad):
         print(line)

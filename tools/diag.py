@@ -122,8 +122,8 @@ class Diag:
         print("=== Q2: damage map of run0 (tools/check_conv.py) ===")
         dump = self.workdir / "run0"
         if not (dump / "out.bin").exists():
-            print("  skipped: Q1 produced no dump to check")
-            return False
+            print("  not answered: Q1 produced no dump to check")
+            return None
         proc = subprocess.run([sys.executable, str(CHECK_CONV), "--dump-dir", str(dump)],
                               capture_output=True, text=True)
         for line in (proc.stdout + proc.stderr).rstrip().splitlines():
@@ -131,13 +131,13 @@ class Diag:
         return proc.returncode == 0
 
     # -- Q3 ----------------------------------------------------------------
-    def q3(self, reference_md5):
+    def q3(self, reference_md5, deterministic):
         a = self.args
         ph = (a.height - a.filter + 1) // a.pool
         print("=== Q3: variants: thread counts and rows per work item, byte-identical? ===")
         if reference_md5 is None:
-            print("  skipped: Q1 produced no reference output")
-            return False
+            print("  not answered: Q1 produced no reference output")
+            return None
         variants = [(f"--threads {t}", ["--threads", str(t)]) for t in (1, 2, 3)]
         variants += [(f"--rows-per-item {r}", ["--rows-per-item", str(r)])
                      for r in rows_per_item_values(ph)]
@@ -155,9 +155,12 @@ class Diag:
                 print(f"  [ OK ] {label}: identical")
             if not self.args.keep:
                 shutil.rmtree(self.workdir / name, ignore_errors=True)
-        if not ok:
+        if not ok and deterministic:
             print("  verdict: the result depends on how the work is cut: look at the work item "
                   "boundaries and edge tiles of the variants that differ")
+        elif not ok:
+            print("  verdict: not conclusive: Q1 already differs from run to run, so these "
+                  "differences may be the same race")
         return ok
 
 
@@ -207,15 +210,18 @@ def main(argv=None):
         diag = Diag(args, workdir)
         ok1, reference_md5 = diag.q1()
         ok2 = diag.q2()
-        ok3 = diag.q3(reference_md5)
+        ok3 = diag.q3(reference_md5, ok1)
     finally:
         if args.workdir is None and not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
+    def word(ok):
+        return {True: "PASS", False: "FAIL", None: "NOT ANSWERED (no output from Q1)"}[ok]
+
     print("=== summary ===")
-    print(f"  Q1 determinism: {'PASS' if ok1 else 'FAIL'}")
-    print(f"  Q2 damage map:  {'PASS' if ok2 else 'FAIL'}")
-    print(f"  Q3 variants:    {'PASS' if ok3 else 'FAIL'}")
-    all_ok = ok1 and ok2 and ok3
+    print(f"  Q1 determinism: {word(ok1)}")
+    print(f"  Q2 damage map:  {word(ok2)}")
+    print(f"  Q3 variants:    {word(ok3)}")
+    all_ok = ok1 is True and ok2 is True and ok3 is True
     print("diag: all three questions pass" if all_ok else "diag: FAILED")
     return 0 if all_ok else 1
 

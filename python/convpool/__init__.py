@@ -1,0 +1,487 @@
+"""convpool: fused Conv2D + bias + MaxPool on the CPU (ctypes binding).
+
+    import numpy as np, convpool
+    y = convpool.conv2d_maxpool(x, w, bias, pool=2)          # one call
+    with convpool.Operator(w, bias, pool=2) as op:            # weights packed once
+        y = op(x)
+        print(op.describe(x.shape))
+
+Contract (see include/convpool.h): x [B, C_in, H, W] and w [C_out, C_in, K, K]
+C-contiguous numpy arrays of float32 or float16, optional bias [C_out] of the
+same dtype; stride 1, no padding; max pooling P x P with stride P and floor
+sizing; bias added after the max. The result equals
+torch.nn.functional.max_pool2d(torch.nn.functional.conv2d(x, w, bias), P, P).
+
+Errors: malformed arguments (wrong type, dtype, rank, layout, inconsistent
+shapes) raise TypeError or ValueError before the library is called. Failures
+reported by the library raise a ``convpool.Error`` (a RuntimeError) carrying
+``convpool_last_error()``; an invalid argument detected by the library raises
+``convpool.InvalidArgumentError``, which is both a ``convpool.Error`` and a
+``ValueError``. Spatial checks (K <= H, pool <= conv output) are left to the
+library, whose message names the offending value.
+
+The library is located on first use (``$CONVPOOL_LIB``, then
+``build/lib/libconvpool.so`` in this repository, then the system path); see
+``convpool._native``. ``convpool.reference`` needs numpy (and torch for the
+second reference) but not the library.
+"""
+
+import ctypes
+import operator as _operator
+import threading
+
+import numpy as np
+
+from . import _native
+from ._native import LibraryNotFoundError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "conv2d_maxpool", "Operator", "info", "library_path", "status_string",
+    "Error", "InvalidArgumentError", "UnsupportedError", "OutOfMemoryError",
+    "InvalidStateError", "InternalError", "LibraryNotFoundError", "IMPLS",
+]
+
+#: Values accepted by the ``impl`` argument, and the convpool_algo they select.
+IMPLS = {
+    "auto": _native.ALGO_AUTO,
+    "sr": _native.ALGO_SHIFT_REDUCE,
+    "im2col": _native.ALGO_IM2COL,
+}
+
+# dtype name -> (convpool_dtype, numpy storage dtype). numpy has no bfloat16,
+# so bfloat16 arrays are passed as uint16 bit patterns.
+_DTYPES = {
+    "float32": (_native.FLOAT32, np.dtype(np.float32)),
+    "float16": (_native.FLOAT16, np.dtype(np.float16)),
+    "bfloat16": (_native.BFLOAT16, np.dtype(np.uint16)),
+}
+
+
+# --------------------------------------------------------------------------
+# Errors
+# --------------------------------------------------------------------------
+class Error(RuntimeError):
+    """A libconvpool call failed.
+
+    Attributes: ``status`` (int convpool_status), ``status_name`` (the
+    library's name for it), ``function`` (the C function), ``message`` (the
+    library's convpool_last_error() text).
+    """
+
+    def __init__(self, function, status, status_name, message):
+        self.function = function
+        self.status = status
+        self.status_name = status_name
+        self.message = message
+        super().__init__(f"{function}: {status_name}: {message}" if message
+                         else f"{function}: {status_name}")
+
+
+class InvalidArgumentError(Error, ValueError):
+    """CONVPOOL_INVALID_ARGUMENT: a size or option the library rejects."""
+
+
+class UnsupportedError(Error):
+    """CONVPOOL_UNSUPPORTED: valid, but not implemented on this build or CPU."""
+
+
+class OutOfMemoryError(Error):
+    """CONVPOOL_OUT_OF_MEMORY."""
+
+
+class InvalidStateError(Error):
+    """CONVPOOL_INVALID_STATE: the operator is busy or destroyed."""
+
+
+class InternalError(Error):
+    """CONVPOOL_INTERNAL_ERROR, or a status this binding does not know."""
+
+
+_ERROR_CLASSES = {
+    _native.INVALID_ARGUMENT: InvalidArgumentError,
+    _native.UNSUPPORTED: UnsupportedError,
+    _native.OUT_OF_MEMORY: OutOfMemoryError,
+    _native.INVALID_STATE: InvalidStateError,
+    _native.INTERNAL_ERROR: InternalError,
+}
+
+
+def _lib():
+    return _native.load()
+
+
+def _decode(raw):
+    return raw.decode("utf-8", "replace") if raw is not None else ""
+
+
+def status_string(status):
+    """The library's name of a convpool_status value."""
+    return _decode(_lib().convpool_status_string(int(status)))
+
+
+def _check(function, status):
+    """Raise the matching Error when a C call did not succeed."""
+    if status == _native.SUCCESS:
+        return
+    lib = _lib()
+    message = _decode(lib.convpool_last_error())
+    cls = _ERROR_CLASSES.get(status, InternalError)
+    raise cls(function, status, status_name=status_string(status), message=message)
+
+
+def library_path():
+    """Path of the libconvpool that was loaded (loading it if needed)."""
+    return _native.library_path()
+
+
+def info():
+    """Library and machine facts as a dict.
+
+    Keys: version, isa, usable_cpus, l1d_bytes, l2_bytes, l3_bytes,
+    caches_from_cpuid (bool), library (the loaded path).
+    """
+    lib = _lib()
+    raw = _native.ConvpoolInfo()
+    _check("convpool_get_info", lib.convpool_get_info(ctypes.byref(raw)))
+    return {
+        "version": _decode(raw.version),
+        "isa": _decode(raw.isa),
+        "usable_cpus": int(raw.usable_cpus),
+        "l1d_bytes": int(raw.l1d_bytes),
+        "l2_bytes": int(raw.l2_bytes),
+        "l3_bytes": int(raw.l3_bytes),
+        "caches_from_cpuid": bool(raw.caches_from_cpuid),
+        "library": _native.library_path(),
+    }
+
+
+# --------------------------------------------------------------------------
+# Argument checking (everything that can be judged without the library)
+# --------------------------------------------------------------------------
+_INT_MAX = 2**31 - 1      # C int fields of convpool_options
+_INT64_MAX = 2**63 - 1    # int64_t sizes
+
+
+def _as_int(name, value, minimum, maximum=_INT64_MAX):
+    """value as a Python int in [minimum, maximum]; bool and non-integers are TypeErrors.
+
+    The upper limit is the C type's, so that ctypes never wraps a value around.
+    """
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    try:
+        result = _operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
+    if result < minimum:
+        raise ValueError(f"{name} = {result} must be >= {minimum}")
+    if result > maximum:
+        raise ValueError(f"{name} = {result} is too large (the C API takes at most {maximum})")
+    return result
+
+
+def _dtype_name_of(dtype):
+    """Normalise a dtype argument (numpy dtype, type or name) to a key of _DTYPES."""
+    if isinstance(dtype, str) and dtype in _DTYPES:
+        return dtype
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:
+        raise TypeError(f"unknown dtype {dtype!r}; use float32, float16 or bfloat16") from None
+    if name in ("float32", "float16"):
+        return name
+    raise TypeError(f"dtype {name} is not supported; use float32 or float16 "
+                    "(or 'bfloat16' with uint16 bit patterns)")
+
+
+def _check_array(name, array, dtype_name, ndim):
+    """Type, dtype, rank and layout of an input array."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"{name} must be a numpy.ndarray, got {type(array).__name__}")
+    if array.dtype.byteorder == ">":
+        raise ValueError(f"{name} must be in native (little-endian) byte order")
+    expected = _DTYPES[dtype_name][1]
+    if array.dtype != expected:
+        raise TypeError(f"{name} has dtype {array.dtype}, expected {expected}"
+                        + (" (bfloat16 bit patterns)" if dtype_name == "bfloat16" else ""))
+    if array.ndim != ndim:
+        raise ValueError(f"{name} must have {ndim} dimensions, got shape {array.shape}")
+    if not array.flags.c_contiguous:
+        raise ValueError(f"{name} must be C-contiguous (use numpy.ascontiguousarray)")
+
+
+def _impl_code(impl):
+    if impl not in IMPLS:
+        raise ValueError(f"impl = {impl!r}; expected one of {sorted(IMPLS)}")
+    return IMPLS[impl]
+
+
+def _options(threads, impl, rows_per_item):
+    lib = _lib()
+    opts = _native.ConvpoolOptions()
+    lib.convpool_options_init(ctypes.byref(opts))
+    opts.threads = 0 if threads is None else _as_int("threads", threads, 0, _INT_MAX)
+    opts.algo = _impl_code(impl)
+    opts.rows_per_item = _as_int("rows_per_item", rows_per_item, 0, _INT_MAX)
+    return opts
+
+
+def _check_weights(w, bias, dtype_name):
+    _check_array("w", w, dtype_name, 4)
+    c_out, c_in, kh, kw = w.shape
+    if kh != kw:
+        raise ValueError(f"the filter must be square, got w of shape {w.shape}")
+    if min(w.shape) < 1:
+        raise ValueError(f"w has an empty dimension: shape {w.shape}")
+    if bias is not None:
+        _check_array("bias", bias, dtype_name, 1)
+        if bias.shape != (c_out,):
+            raise ValueError(f"bias has shape {bias.shape}, expected ({c_out},) to match w")
+    return c_out, c_in, kh
+
+
+def _check_input(x, dtype_name, c_in):
+    _check_array("x", x, dtype_name, 4)
+    if x.shape[1] != c_in:
+        raise ValueError(f"x has {x.shape[1]} input channels (shape {x.shape}), "
+                         f"the weights expect {c_in}")
+
+
+def _check_out(out, x, dtype_name, shape):
+    _check_array("out", out, dtype_name, 4)
+    if out.shape != tuple(shape):
+        raise ValueError(f"out has shape {out.shape}, expected {tuple(shape)}")
+    if not out.flags.writeable:
+        raise ValueError("out is read-only")
+    if np.shares_memory(out, x):
+        raise ValueError("out overlaps x")
+
+
+def _ptr(array):
+    return None if array is None else array.ctypes.data
+
+
+# --------------------------------------------------------------------------
+# Operator
+# --------------------------------------------------------------------------
+class Operator:
+    """A conv + bias + maxpool layer with packed weights and its own threads.
+
+    Operator(w, bias=None, pool=1, dtype=None, threads=None, impl="auto",
+             rows_per_item=0)
+
+    w        [C_out, C_in, K, K] C-contiguous array. Not referenced after
+             construction (the library packs a copy).
+    bias     [C_out] or None.
+    pool     max pooling window and stride (1 = no pooling).
+    dtype    None: the dtype of w. Otherwise "float32", "float16" (w and bias
+             are converted to it once, here) or "bfloat16" (w, bias and x
+             must then be uint16 bit patterns; a library without bfloat16
+             raises UnsupportedError).
+    threads  worker threads; None or 0 = the library's choice (usable CPUs).
+    impl     "auto", "sr" (shift-reduce) or "im2col".
+    rows_per_item  pooled rows per work item; 0 = the plan decides.
+
+    Calls are serialised per Operator: concurrent op(x) from several Python
+    threads wait for each other; separate Operators run in parallel.
+    """
+
+    def __init__(self, w, bias=None, pool=1, dtype=None, threads=None, impl="auto",
+                 rows_per_item=0):
+        self._handle = None
+        self._lock = threading.Lock()
+        if dtype is None:
+            if not isinstance(w, np.ndarray):
+                raise TypeError(f"w must be a numpy.ndarray, got {type(w).__name__}")
+            dtype_name = _dtype_name_of(w.dtype)
+        else:
+            dtype_name = _dtype_name_of(dtype)
+            if dtype_name != "bfloat16":
+                storage = _DTYPES[dtype_name][1]
+                if isinstance(w, np.ndarray) and w.dtype != storage:
+                    w = np.ascontiguousarray(w, dtype=storage)
+                if isinstance(bias, np.ndarray) and bias.dtype != storage:
+                    bias = np.ascontiguousarray(bias, dtype=storage)
+        self.c_out, self.c_in, self.k = _check_weights(w, bias, dtype_name)
+        self.pool = _as_int("pool", pool, 1)
+        self.dtype_name = dtype_name
+        self.dtype = _DTYPES[dtype_name][1]
+        self.has_bias = bias is not None
+        self.threads = threads
+        self.impl = impl
+        self.rows_per_item = rows_per_item
+        opts = _options(threads, impl, rows_per_item)
+        handle = ctypes.c_void_p()
+        status = _lib().convpool_op_create(
+            _DTYPES[dtype_name][0], _ptr(w), _ptr(bias), self.c_out, self.c_in, self.k,
+            self.pool, ctypes.byref(opts), ctypes.byref(handle))
+        _check("convpool_op_create", status)
+        if not handle.value:
+            raise InternalError("convpool_op_create", _native.SUCCESS, "success",
+                                "returned success but no operator")
+        self._handle = handle
+
+    # -- lifecycle ---------------------------------------------------------
+    def close(self):
+        """Destroy the operator (idempotent)."""
+        with self._lock:
+            handle, self._handle = self._handle, None
+            if handle is not None:
+                _check("convpool_op_destroy", _lib().convpool_op_destroy(handle))
+
+    @property
+    def closed(self):
+        return self._handle is None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        # Interpreter shutdown may already have torn down the modules used here.
+        try:
+            if getattr(self, "_handle", None) is not None:
+                self.close()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        state = "closed" if self.closed else "open"
+        return (f"<convpool.Operator {self.dtype_name} w=[{self.c_out}, {self.c_in}, "
+                f"{self.k}, {self.k}] bias={self.has_bias} pool={self.pool} "
+                f"impl={self.impl} {state}>")
+
+    # -- queries -------------------------------------------------------------
+    def _live_handle(self):
+        if self._handle is None:
+            raise InvalidStateError("convpool.Operator", _native.INVALID_STATE,
+                                    "invalid state", "the operator is closed")
+        return self._handle
+
+    def _shape_args(self, x_shape):
+        if len(x_shape) != 4:
+            raise ValueError(f"x_shape must be (batch, c_in, height, width), got {x_shape}")
+        batch, c_in, height, width = (_as_int(n, v, 0) for n, v in
+                                      zip(("batch", "c_in", "height", "width"), x_shape))
+        if c_in != self.c_in:
+            raise ValueError(f"x_shape has {c_in} input channels, the weights expect {self.c_in}")
+        return batch, height, width
+
+    def output_shape(self, x_shape):
+        """(batch, c_out, PH, PW) for an input of shape x_shape, from the library."""
+        batch, height, width = self._shape_args(x_shape)
+        shape = (ctypes.c_int64 * 4)()
+        nbytes = ctypes.c_size_t()
+        with self._lock:
+            status = _lib().convpool_op_output_shape(
+                self._live_handle(), batch, height, width, shape, ctypes.byref(nbytes))
+        _check("convpool_op_output_shape", status)
+        return tuple(int(v) for v in shape)
+
+    def plan(self, x_shape):
+        """convpool_op_plan for an input of shape x_shape, as a dict."""
+        batch, height, width = self._shape_args(x_shape)
+        raw = _native.ConvpoolPlanInfo()
+        with self._lock:
+            status = _lib().convpool_op_plan(self._live_handle(), batch, height, width,
+                                             ctypes.byref(raw))
+        _check("convpool_op_plan", status)
+        return {
+            "threads": int(raw.threads),
+            "items": int(raw.items),
+            "rows_per_item": int(raw.rows_per_item),
+            "mr": int(raw.mr),
+            "nr": int(raw.nr),
+            "col_block": int(raw.col_block),
+            "packed_weight_bytes": int(raw.packed_weight_bytes),
+            "scratch_bytes_per_thread": int(raw.scratch_bytes_per_thread),
+            "isa": _decode(raw.isa),
+            "kernel": _decode(raw.kernel),
+        }
+
+    def last_run_stats(self):
+        """Where the time of the last successful run went, as a dict.
+
+        Keys: wall_seconds, pack_seconds, compute_seconds, epilogue_seconds
+        (phase times summed over the threads), items, threads. All zero before
+        the first run. Raises UnsupportedError if the library lacks
+        convpool_op_last_run_stats.
+        """
+        if not _native.has_symbol("convpool_op_last_run_stats"):
+            raise UnsupportedError("convpool_op_last_run_stats", _native.UNSUPPORTED,
+                                   "unsupported", "this libconvpool has no run statistics")
+        raw = _native.ConvpoolRunStats()
+        with self._lock:
+            status = _lib().convpool_op_last_run_stats(self._live_handle(), ctypes.byref(raw))
+        _check("convpool_op_last_run_stats", status)
+        return {name: getattr(raw, name) for name, _ in raw._fields_}
+
+    def describe(self, x_shape):
+        """convpool_op_describe text for an input of shape x_shape."""
+        batch, height, width = self._shape_args(x_shape)
+        capacity = 8192
+        while True:
+            text = ctypes.create_string_buffer(capacity)
+            with self._lock:
+                status = _lib().convpool_op_describe(self._live_handle(), batch, height,
+                                                     width, text, capacity)
+            _check("convpool_op_describe", status)
+            # A text that fills the buffer may have been truncated: grow and retry.
+            if len(text.value) < capacity - 1 or capacity >= 1 << 20:
+                return _decode(text.value)
+            capacity *= 4
+
+    # -- run -----------------------------------------------------------------
+    def __call__(self, x, out=None):
+        """Run the layer on x [B, C_in, H, W]; returns out (a new array if None).
+
+        out, when given, must be a C-contiguous, writeable array of the
+        operator's dtype and the output shape, not overlapping x.
+        """
+        _check_input(x, self.dtype_name, self.c_in)
+        batch, _, height, width = x.shape
+        shape = self.output_shape(x.shape)
+        if out is None:
+            out = np.empty(shape, dtype=self.dtype)
+        else:
+            _check_out(out, x, self.dtype_name, shape)
+        with self._lock:
+            status = _lib().convpool_op_run(self._live_handle(), _ptr(x), batch, height,
+                                            width, _ptr(out), out.nbytes)
+        _check("convpool_op_run", status)
+        return out
+
+
+# --------------------------------------------------------------------------
+# One-shot call
+# --------------------------------------------------------------------------
+def conv2d_maxpool(x, w, bias=None, pool=1, threads=None, impl="auto"):
+    """max_pool2d(conv2d(x, w, bias), pool, pool) through convpool's one-shot call.
+
+    x [B, C_in, H, W], w [C_out, C_in, K, K], bias [C_out] or None: C-contiguous
+    numpy arrays, all float32 or all float16. Returns a new array
+    [B, C_out, (H-K+1)//pool, (W-K+1)//pool] of the same dtype.
+    """
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"x must be a numpy.ndarray, got {type(x).__name__}")
+    dtype_name = _dtype_name_of(x.dtype)
+    if dtype_name == "bfloat16":
+        raise TypeError("conv2d_maxpool takes float32 or float16 arrays")
+    c_out, c_in, k = _check_weights(w, bias, dtype_name)
+    _check_input(x, dtype_name, c_in)
+    pool = _as_int("pool", pool, 1)
+    opts = _options(threads, impl, 0)
+    batch, _, height, width = x.shape
+    # Floor sizing; nonsensical sizes are left to the library, which names them.
+    ph = (height - k + 1) // pool if height >= k else 0
+    pw = (width - k + 1) // pool if width >= k else 0
+    out = np.empty((batch, c_out, max(ph, 0), max(pw, 0)), dtype=x.dtype)
+    status = _lib().convpool_conv2d_maxpool(
+        _DTYPES[dtype_name][0], _ptr(x), batch, c_in, height, width, _ptr(w), c_out, k,
+        _ptr(bias), pool, _ptr(out), out.nbytes, ctypes.byref(opts))
+    _check("convpool_conv2d_maxpool", status)
+    return out

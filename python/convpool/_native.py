@@ -1,0 +1,214 @@
+"""Locating and loading libconvpool, and the ctypes declarations of its C API.
+
+The library is loaded lazily, on the first call that needs it, so that the
+pure-Python parts of the package (``convpool.reference``) work without it.
+
+Lookup order (see ``candidate_paths``):
+
+1. ``$CONVPOOL_LIB`` when it is set. It is authoritative: if it is set but
+   cannot be loaded, nothing else is tried, so a test never silently runs a
+   different build than the one it was pointed at.
+2. ``build/lib/libconvpool.so`` relative to the repository root (this package
+   lives in ``<root>/python/convpool``).
+3. ``ctypes.util.find_library("convpool")`` (the system's library path).
+"""
+
+import ctypes
+import ctypes.util
+import os
+import threading
+from pathlib import Path
+
+# Values of the C enums (include/convpool.h).
+SUCCESS = 0
+INVALID_ARGUMENT = 1
+UNSUPPORTED = 2
+OUT_OF_MEMORY = 3
+INVALID_STATE = 4
+INTERNAL_ERROR = 5
+
+FLOAT32 = 0
+FLOAT16 = 1
+BFLOAT16 = 2
+
+ALGO_AUTO = 0
+ALGO_SHIFT_REDUCE = 1
+ALGO_IM2COL = 2
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BUILD_TREE_LIBRARY = REPO_ROOT / "build" / "lib" / "libconvpool.so"
+
+
+class LibraryNotFoundError(OSError):
+    """libconvpool could not be loaded; the message lists every path tried."""
+
+
+class ConvpoolAllocator(ctypes.Structure):
+    _fields_ = [
+        ("alloc", ctypes.c_void_p),
+        ("free", ctypes.c_void_p),
+        ("context", ctypes.c_void_p),
+    ]
+
+
+class ConvpoolOptions(ctypes.Structure):
+    _fields_ = [
+        ("threads", ctypes.c_int),
+        ("algo", ctypes.c_int),
+        ("rows_per_item", ctypes.c_int),
+        ("allocator", ctypes.POINTER(ConvpoolAllocator)),
+    ]
+
+
+class ConvpoolInfo(ctypes.Structure):
+    _fields_ = [
+        ("version", ctypes.c_char_p),
+        ("isa", ctypes.c_char_p),
+        ("usable_cpus", ctypes.c_int),
+        ("l1d_bytes", ctypes.c_size_t),
+        ("l2_bytes", ctypes.c_size_t),
+        ("l3_bytes", ctypes.c_size_t),
+        ("caches_from_cpuid", ctypes.c_int),
+    ]
+
+
+class ConvpoolPlanInfo(ctypes.Structure):
+    _fields_ = [
+        ("threads", ctypes.c_int),
+        ("items", ctypes.c_int64),
+        ("rows_per_item", ctypes.c_int64),
+        ("mr", ctypes.c_int),
+        ("nr", ctypes.c_int),
+        ("col_block", ctypes.c_int64),
+        ("packed_weight_bytes", ctypes.c_size_t),
+        ("scratch_bytes_per_thread", ctypes.c_size_t),
+        ("isa", ctypes.c_char_p),
+        ("kernel", ctypes.c_char_p),
+    ]
+
+
+class ConvpoolRunStats(ctypes.Structure):
+    _fields_ = [
+        ("wall_seconds", ctypes.c_double),
+        ("pack_seconds", ctypes.c_double),
+        ("compute_seconds", ctypes.c_double),
+        ("epilogue_seconds", ctypes.c_double),
+        ("items", ctypes.c_int64),
+        ("threads", ctypes.c_int),
+    ]
+
+
+_i64 = ctypes.c_int64
+_vp = ctypes.c_void_p
+_sz = ctypes.c_size_t
+_st = ctypes.c_int  # convpool_status
+
+# name: (restype, argtypes)
+_PROTOTYPES = {
+    "convpool_status_string": (ctypes.c_char_p, [_st]),
+    "convpool_last_error": (ctypes.c_char_p, []),
+    "convpool_dtype_size": (_sz, [ctypes.c_int]),
+    "convpool_dtype_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "convpool_options_init": (None, [ctypes.POINTER(ConvpoolOptions)]),
+    "convpool_get_info": (_st, [ctypes.POINTER(ConvpoolInfo)]),
+    "convpool_op_create": (
+        _st,
+        [ctypes.c_int, _vp, _vp, _i64, _i64, _i64, _i64,
+         ctypes.POINTER(ConvpoolOptions), ctypes.POINTER(_vp)],
+    ),
+    "convpool_op_output_shape": (
+        _st, [_vp, _i64, _i64, _i64, ctypes.POINTER(_i64), ctypes.POINTER(_sz)]),
+    "convpool_op_run": (_st, [_vp, _vp, _i64, _i64, _i64, _vp, _sz]),
+    "convpool_op_describe": (_st, [_vp, _i64, _i64, _i64, ctypes.c_char_p, _sz]),
+    "convpool_op_plan": (
+        _st, [_vp, _i64, _i64, _i64, ctypes.POINTER(ConvpoolPlanInfo)]),
+    "convpool_op_destroy": (_st, [_vp]),
+    "convpool_conv2d_maxpool": (
+        _st,
+        [ctypes.c_int, _vp, _i64, _i64, _i64, _i64, _vp, _i64, _i64, _vp, _i64,
+         _vp, _sz, ctypes.POINTER(ConvpoolOptions)],
+    ),
+}
+
+# Newer entry points: declared when present, so an older library still loads.
+_OPTIONAL_PROTOTYPES = {
+    "convpool_op_last_run_stats": (_st, [_vp, ctypes.POINTER(ConvpoolRunStats)]),
+}
+
+_lock = threading.Lock()
+_library = None
+_library_path = None
+
+
+def candidate_paths():
+    """Yield the lookup order as (description, path or None).
+
+    A generator, so that find_library (which may run external programs) is
+    only consulted when the earlier candidates failed.
+    """
+    env = os.environ.get("CONVPOOL_LIB")
+    if env:
+        yield "$CONVPOOL_LIB", env
+        return
+    yield "build tree", str(BUILD_TREE_LIBRARY)
+    yield "ctypes.util.find_library('convpool')", ctypes.util.find_library("convpool")
+
+
+def _declare(lib, path):
+    for name, (restype, argtypes) in _PROTOTYPES.items():
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:
+            raise LibraryNotFoundError(
+                f"{path} was loaded but lacks the symbol {name}; "
+                "it is not a libconvpool matching this binding") from None
+        fn.restype = restype
+        fn.argtypes = argtypes
+    for name, (restype, argtypes) in _OPTIONAL_PROTOTYPES.items():
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            fn.restype = restype
+            fn.argtypes = argtypes
+
+
+def has_symbol(name):
+    """Whether the loaded library exports name."""
+    return getattr(load(), name, None) is not None
+
+
+def load():
+    """Load libconvpool once and return the ctypes.CDLL.
+
+    Raises LibraryNotFoundError (an OSError) naming every path tried and why
+    each one failed.
+    """
+    global _library, _library_path
+    with _lock:
+        if _library is not None:
+            return _library
+        tried = []
+        for description, path in candidate_paths():
+            if not path:
+                tried.append(f"  {description}: no library found")
+                continue
+            if os.sep in path and not os.path.exists(path):
+                tried.append(f"  {description}: {path} (no such file)")
+                continue
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError as exc:
+                tried.append(f"  {description}: {path} ({exc})")
+                continue
+            _declare(lib, path)
+            _library, _library_path = lib, path
+            return lib
+        hint = ("set CONVPOOL_LIB=/path/to/libconvpool.so, or build with "
+                "'cmake -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build'")
+        raise LibraryNotFoundError(
+            "cannot load libconvpool; paths tried:\n" + "\n".join(tried) + "\n" + hint)
+
+
+def library_path():
+    """Path (or name) of the loaded library, loading it if needed."""
+    load()
+    return _library_path
