@@ -48,7 +48,7 @@ typedef enum convpool_status {
 typedef enum convpool_dtype {
   CONVPOOL_FLOAT32 = 0,  /**< IEEE binary32 */
   CONVPOOL_FLOAT16 = 1,  /**< IEEE binary16 storage; fp32 products and accumulation */
-  CONVPOOL_BFLOAT16 = 2  /**< bfloat16 storage; reserved: returns CONVPOOL_UNSUPPORTED */
+  CONVPOOL_BFLOAT16 = 2  /**< bfloat16 storage; fp32 products and accumulation */
 } convpool_dtype;
 
 /** Algorithm. */

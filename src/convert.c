@@ -1,4 +1,4 @@
-/* Portable half <-> fp32 row conversions. */
+/* Portable half and bfloat16 <-> fp32 row conversions. */
 #include "convert.h"
 
 #include "half.h"
@@ -9,4 +9,12 @@ void cp_widen_f16_portable(const uint16_t *src, float *dst, size_t n) {
 
 void cp_narrow_f16_portable(const float *src, uint16_t *dst, size_t n) {
   for (size_t i = 0; i < n; i++) dst[i] = cp_float_to_half(src[i]);
+}
+
+void cp_widen_bf16_portable(const uint16_t *src, float *dst, size_t n) {
+  for (size_t i = 0; i < n; i++) dst[i] = cp_bf16_to_float(src[i]);
+}
+
+void cp_narrow_bf16_portable(const float *src, uint16_t *dst, size_t n) {
+  for (size_t i = 0; i < n; i++) dst[i] = cp_float_to_bf16(src[i]);
 }

@@ -55,4 +55,20 @@ static inline uint16_t cp_float_to_half(float f) {
   return (uint16_t)(sign | q);
 }
 
+/* bfloat16: the top half of a binary32. */
+static inline float cp_bf16_to_float(uint16_t h) {
+  uint32_t bits = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+static inline uint16_t cp_float_to_bf16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, sizeof x);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
+  x += 0x7fffu + ((x >> 16) & 1u); /* round to nearest even; overflow gives Inf */
+  return (uint16_t)(x >> 16);
+}
+
 #endif

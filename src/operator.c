@@ -34,9 +34,10 @@ struct convpool_op {
   int has_bias;
   const convpool_allocator *allocator;
   const cp_sr_ukernel *uk;
-  cp_widen_fn widen;   /* f16 -> fp32 rows (panel packing) */
-  cp_narrow_fn narrow; /* fp32 -> f16 rows (the store) */
+  cp_widen_fn widen;   /* 16-bit dtype -> fp32 rows (panel packing); NULL for fp32 */
+  cp_narrow_fn narrow; /* fp32 -> 16-bit dtype rows (the store); NULL for fp32 */
   cp_pool_row_fn pool_row; /* vector epilogue row for this pool size, or NULL */
+  cp_store_kind store;     /* what pool_row stores */
   unsigned char *scratch; /* per-thread scratch, kept between runs */
   cp_phase_times *times;  /* per-thread phase times of the current run */
   convpool_run_stats last_stats;
@@ -57,9 +58,8 @@ static double cp_seconds(void) {
 /* ---- validation helpers ---- */
 
 static convpool_status cp_check_dtype(convpool_dtype dtype) {
-  if (dtype == CONVPOOL_FLOAT32 || dtype == CONVPOOL_FLOAT16) return CONVPOOL_SUCCESS;
-  if (dtype == CONVPOOL_BFLOAT16)
-    return cp_fail(CONVPOOL_UNSUPPORTED, "dtype = bfloat16 is not supported yet");
+  if (dtype == CONVPOOL_FLOAT32 || dtype == CONVPOOL_FLOAT16 || dtype == CONVPOOL_BFLOAT16)
+    return CONVPOOL_SUCCESS;
   return cp_fail(CONVPOOL_INVALID_ARGUMENT, "dtype = %d is not a convpool_dtype", (int)dtype);
 }
 
@@ -251,6 +251,7 @@ static convpool_status cp_make_plan(const convpool_op *op, int64_t batch, int64_
 
 static float cp_load_elem(convpool_dtype dtype, const void *base, size_t index) {
   if (dtype == CONVPOOL_FLOAT16) return cp_half_to_float(((const uint16_t *)base)[index]);
+  if (dtype == CONVPOOL_BFLOAT16) return cp_bf16_to_float(((const uint16_t *)base)[index]);
   return ((const float *)base)[index];
 }
 
@@ -330,8 +331,11 @@ convpool_status convpool_op_create(convpool_dtype dtype, const void *weights, co
   op->has_bias = bias != NULL;
   op->allocator = a;
   op->uk = uk;
-  op->widen = cp_widen_f16_select(cpu->isa);
-  op->narrow = cp_narrow_f16_select(cpu->isa);
+  op->widen = cp_widen_select(dtype, cpu->isa);
+  op->narrow = cp_narrow_select(dtype, cpu->isa);
+  op->store = dtype == CONVPOOL_FLOAT16    ? CP_STORE_F16
+              : dtype == CONVPOOL_BFLOAT16 ? CP_STORE_BF16
+                                           : CP_STORE_F32;
   if (cpu->isa >= CP_ISA_AVX512 && (pool == 1 || pool == 2))
     op->pool_row = pool == 1 ? cp_pool1_row_avx512f : cp_pool2_row_avx512f;
   op->packed_bytes = packed_bytes;
@@ -431,7 +435,7 @@ static void cp_pool_epilogue(const cp_run *r, float *buf, float *row, int64_t mr
       const size_t out = dst_index + (size_t)m * plane + (size_t)q * (size_t)pl->pw;
       if (op->pool_row != NULL) {
         op->pool_row(src, ld, n, op->has_bias ? &bias[m] : NULL,
-                     r->dst + out * pl->elem_size, op->dtype == CONVPOOL_FLOAT16);
+                     r->dst + out * pl->elem_size, op->store);
         continue;
       }
       float *pooled = src; /* pool 1: the conv row itself */
@@ -452,7 +456,7 @@ static void cp_pool_epilogue(const cp_run *r, float *buf, float *row, int64_t mr
       }
       if (op->has_bias)
         for (size_t t = 0; t < n; t++) pooled[t] += b;
-      if (op->dtype == CONVPOOL_FLOAT16) op->narrow(pooled, (uint16_t *)r->dst + out, n);
+      if (op->narrow != NULL) op->narrow(pooled, (uint16_t *)r->dst + out, n);
       else memcpy((float *)r->dst + out, pooled, n * sizeof(float));
     }
   }
@@ -473,7 +477,7 @@ static void cp_pack_panel(const cp_run *r, int64_t b, size_t oh0, size_t rows, s
     float *to = panel + c * cs;
     for (size_t y = 0; y < rows; y++, to += ld) {
       const size_t from = base + c * hw + y * w;
-      if (r->op->dtype == CONVPOOL_FLOAT16) {
+      if (r->op->widen != NULL) {
         r->op->widen((const uint16_t *)r->src + from, to, cols);
       } else {
         memcpy(to, (const float *)r->src + from, cols * sizeof(float));

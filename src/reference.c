@@ -7,6 +7,7 @@
 
 static double cp_ref_load(convpool_dtype dtype, const void *base, size_t i) {
   if (dtype == CONVPOOL_FLOAT16) return cp_half_to_float(((const uint16_t *)base)[i]);
+  if (dtype == CONVPOOL_BFLOAT16) return cp_bf16_to_float(((const uint16_t *)base)[i]);
   return ((const float *)base)[i];
 }
 

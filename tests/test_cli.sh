@@ -59,7 +59,6 @@ done <<LIST
 --frobnicate|unknown option '--frobnicate'
 --iters|--iters needs a value
 --impl im2col --height 8 --width 8 --in-channels 2 --out-channels 2|im2col
---dtype bfloat16|bfloat16
 --load-dir $tmp/nometa|meta.json
 --load-dir $tmp/trunc|x.bin has 100 bytes
 --load-dir $tmp/doesnotexist|doesnotexist

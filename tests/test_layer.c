@@ -25,17 +25,19 @@ static void fill_tensor(void *data, size_t n, convpool_dtype dtype, uint64_t see
     float v = tu_uniform(&rng);
     if (signed_data) v = 2.0f * v - 1.0f;
     if (dtype == CONVPOOL_FLOAT16) ((uint16_t *)data)[i] = cp_float_to_half(v);
+    else if (dtype == CONVPOOL_BFLOAT16) ((uint16_t *)data)[i] = cp_float_to_bf16(v);
     else ((float *)data)[i] = v;
   }
 }
 
 static double get(convpool_dtype dtype, const void *data, size_t i) {
   if (dtype == CONVPOOL_FLOAT16) return cp_half_to_float(((const uint16_t *)data)[i]);
+  if (dtype == CONVPOOL_BFLOAT16) return cp_bf16_to_float(((const uint16_t *)data)[i]);
   return ((const float *)data)[i];
 }
 
-/* Ordinal of a half on a line where adjacent finite values differ by 1. */
-static int half_ordinal(uint16_t h) { return (h & 0x8000) ? -(int)(h & 0x7fff) : (int)h; }
+/* Ordinal of a 16-bit float on a line where adjacent finite values differ by 1. */
+static int ordinal16(uint16_t h) { return (h & 0x8000) ? -(int)(h & 0x7fff) : (int)h; }
 
 /* Is got acceptable for the reference value ref (bound = max sum |x*w|)? */
 static int close_enough(convpool_dtype dtype, double got, double ref, double bound) {
@@ -43,10 +45,11 @@ static int close_enough(convpool_dtype dtype, double got, double ref, double bou
   if (isinf(ref)) return got == ref;
   double tol = 1e-5 * bound + 1e-6;
   if (fabs(got - ref) <= tol) return 1;
-  if (dtype == CONVPOOL_FLOAT16) {
-    int a = half_ordinal(cp_float_to_half((float)got)), b = half_ordinal(cp_float_to_half((float)ref));
-    return abs(a - b) <= 1;
-  }
+  /* 16-bit dtypes: within one unit in the last place of the rounded reference. */
+  if (dtype == CONVPOOL_FLOAT16)
+    return abs(ordinal16(cp_float_to_half((float)got)) - ordinal16(cp_float_to_half((float)ref))) <= 1;
+  if (dtype == CONVPOOL_BFLOAT16)
+    return abs(ordinal16(cp_float_to_bf16((float)got)) - ordinal16(cp_float_to_bf16((float)ref))) <= 1;
   return 0;
 }
 
@@ -159,6 +162,7 @@ static int check_nonfinite(convpool_dtype dtype) {
   for (int i = 0; i < 5; i++) {
     float v = specials[i % 3];
     if (dtype == CONVPOOL_FLOAT16) ((uint16_t *)t.x)[where[i]] = cp_float_to_half(v);
+    else if (dtype == CONVPOOL_BFLOAT16) ((uint16_t *)t.x)[where[i]] = cp_float_to_bf16(v);
     else ((float *)t.x)[where[i]] = v;
   }
   (void)es;
@@ -197,11 +201,12 @@ int main(void) {
   /* Every K x pool x dtype x bias/sign combination, with spread shapes. */
   for (int ki = 0; ki < 4; ki++)
     for (int64_t pool = 1; pool <= 3; pool++)
-      for (int dt = 0; dt < 2; dt++)
+      for (int dt = 0; dt < 3; dt++)
         for (int variant = 0; variant < 4; variant++)
           for (int rep = 0; rep < 3; rep++) {
             layer_case c;
-            c.dtype = dt ? CONVPOOL_FLOAT16 : CONVPOOL_FLOAT32;
+            const convpool_dtype dtypes[] = {CONVPOOL_FLOAT32, CONVPOOL_FLOAT16, CONVPOOL_BFLOAT16};
+            c.dtype = dtypes[dt];
             c.k = ks[ki];
             c.pool = pool;
             c.bias = variant & 1;
@@ -232,14 +237,16 @@ int main(void) {
       {CONVPOOL_FLOAT32, 2, 17, 64, 30, 37, 3, 2, 1, 1},
       {CONVPOOL_FLOAT16, 3, 16, 17, 23, 19, 5, 3, 1, 1},
       {CONVPOOL_FLOAT32, 1, 64, 64, 34, 18, 3, 1, 0, 0},
+      {CONVPOOL_BFLOAT16, 2, 33, 20, 21, 40, 3, 2, 1, 1},
   };
   for (size_t i = 0; i < sizeof det / sizeof det[0]; i++) {
     cases++;
     if (!check_determinism(&det[i], 50 + i)) failures++;
   }
-  cases += 2;
+  cases += 3;
   if (!check_nonfinite(CONVPOOL_FLOAT32)) failures++;
   if (!check_nonfinite(CONVPOOL_FLOAT16)) failures++;
+  if (!check_nonfinite(CONVPOOL_BFLOAT16)) failures++;
   convpool_info info;
   convpool_get_info(&info);
   printf("isa %s: %d cases, %d failed\n", info.isa, cases, failures);

@@ -32,7 +32,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: convpool [options]\n"
           "Fused Conv2D (stride 1, no padding) + bias + MaxPool on NCHW tensors.\n"
-          "  --dtype float32|float16   element type (default float32)\n"
+          "  --dtype float32|float16|bfloat16  element type (default float32)\n"
           "  --batch N                 batch size (default 1)\n"
           "  --in-channels N           C_in (default 256)\n"
           "  --out-channels N          C_out (default 256)\n"
@@ -80,7 +80,7 @@ static convpool_dtype parse_dtype(const char *text) {
   if (strcmp(text, "float32") == 0) return CONVPOOL_FLOAT32;
   if (strcmp(text, "float16") == 0) return CONVPOOL_FLOAT16;
   if (strcmp(text, "bfloat16") == 0) return CONVPOOL_BFLOAT16;
-  die(EXIT_USAGE, "--dtype = '%s' is not one of float32, float16", text);
+  die(EXIT_USAGE, "--dtype = '%s' is not one of float32, float16, bfloat16", text);
 }
 
 static void parse_args(int argc, char **argv, cli *c) {
@@ -167,6 +167,7 @@ static void fill(void *data, size_t n, convpool_dtype dtype, uint64_t stream) {
   for (size_t i = 0; i < n; i++) {
     float v = gen_value(stream, i);
     if (dtype == CONVPOOL_FLOAT32) ((float *)data)[i] = v;
+    else if (dtype == CONVPOOL_BFLOAT16) ((uint16_t *)data)[i] = cp_float_to_bf16(v);
     else ((uint16_t *)data)[i] = cp_float_to_half(v);
   }
 }
@@ -242,7 +243,7 @@ static void load_meta(cli *c) {
   if (strcmp(m.dtype, "float32") == 0) c->dtype = CONVPOOL_FLOAT32;
   else if (strcmp(m.dtype, "float16") == 0) c->dtype = CONVPOOL_FLOAT16;
   else if (strcmp(m.dtype, "bfloat16") == 0) c->dtype = CONVPOOL_BFLOAT16;
-  else die(EXIT_USAGE, "meta.json: dtype = '%s' is not one of float32, float16", m.dtype);
+  else die(EXIT_USAGE, "meta.json: dtype = '%s' is not one of float32, float16, bfloat16", m.dtype);
   c->batch = m.batch, c->c_in = m.in_channels, c->c_out = m.out_channels;
   c->height = m.height, c->width = m.width, c->filter = m.filter, c->pool = m.pool;
   c->bias = m.bias, c->seed = m.seed;
@@ -284,7 +285,6 @@ int main(int argc, char **argv) {
   cli c;
   parse_args(argc, argv, &c);
   if (c.load_dir != NULL) load_meta(&c);
-  if (c.dtype == CONVPOOL_BFLOAT16) die(EXIT_USAGE, "dtype = bfloat16 is not supported yet");
   const size_t es = convpool_dtype_size(c.dtype);
 
   convpool_options opt;

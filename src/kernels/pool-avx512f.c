@@ -10,26 +10,40 @@ static inline __m512 cp_max_nan(__m512 a, __m512 b) {
   return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), m, a);
 }
 
-static inline void cp_store16(void *dst, size_t t, __m512 v, __mmask16 mask, int f16) {
-  if (f16)
+/* fp32 -> bfloat16 bits, round to nearest even, NaN kept quiet. */
+static inline __m256i cp_to_bf16(__m512 v) {
+  const __m512i x = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(x, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40)));
+  return _mm512_cvtepi32_epi16(r);
+}
+
+static inline void cp_store16(void *dst, size_t t, __m512 v, __mmask16 mask, cp_store_kind store) {
+  if (store == CP_STORE_F16)
     _mm256_mask_storeu_epi16((uint16_t *)dst + t, mask,
                              _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  else if (store == CP_STORE_BF16)
+    _mm256_mask_storeu_epi16((uint16_t *)dst + t, mask, cp_to_bf16(v));
   else
     _mm512_mask_storeu_ps((float *)dst + t, mask, v);
 }
 
-void cp_pool1_row_avx512f(float *src, size_t ld, size_t n, const float *bias, void *dst, int f16) {
+void cp_pool1_row_avx512f(float *src, size_t ld, size_t n, const float *bias, void *dst,
+                          cp_store_kind store) {
   (void)ld;
   const __m512 b = _mm512_set1_ps(bias != NULL ? *bias : 0.0f);
   for (size_t t = 0; t < n; t += 16) {
     const __mmask16 mask = n - t >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - t)) - 1u);
     __m512 v = _mm512_maskz_loadu_ps(mask, src + t);
     if (bias != NULL) v = _mm512_add_ps(v, b);
-    cp_store16(dst, t, v, mask, f16);
+    cp_store16(dst, t, v, mask, store);
   }
 }
 
-void cp_pool2_row_avx512f(float *src, size_t ld, size_t n, const float *bias, void *dst, int f16) {
+void cp_pool2_row_avx512f(float *src, size_t ld, size_t n, const float *bias, void *dst,
+                          cp_store_kind store) {
   const __m512 b = _mm512_set1_ps(bias != NULL ? *bias : 0.0f);
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
@@ -45,6 +59,6 @@ void cp_pool2_row_avx512f(float *src, size_t ld, size_t n, const float *bias, vo
     __m512 v = cp_max_nan(_mm512_permutex2var_ps(lo, even, hi), _mm512_permutex2var_ps(lo, odd, hi));
     if (bias != NULL) v = _mm512_add_ps(v, b);
     const __mmask16 mask = n - t >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - t)) - 1u);
-    cp_store16(dst, t, v, mask, f16);
+    cp_store16(dst, t, v, mask, store);
   }
 }
