@@ -26,6 +26,8 @@ static pthread_once_t cp_cpu_once = PTHREAD_ONCE_INIT;
 
 const char *cp_isa_name(cp_isa isa) {
   switch (isa) {
+    case CP_ISA_AVX512_BF16:
+      return "avx512bf16";
     case CP_ISA_AVX512:
       return "avx512f";
     case CP_ISA_AVX2:
@@ -66,7 +68,10 @@ static cp_isa cp_detect_isa(void) {
   int avx512bw = (ebx7 >> 30) & 1, avx512vl = (ebx7 >> 31) & 1;
   if (!ymm_state || !avx2 || !fma || !f16c) return CP_ISA_SCALAR;
   /* The AVX-512 path uses F, plus BW and VL for masked half stores. */
-  if (zmm_state && avx512f && avx512bw && avx512vl) return CP_ISA_AVX512;
+  if (zmm_state && avx512f && avx512bw && avx512vl) {
+    cp_cpuid(7, 1, r);
+    return (r[0] >> 5) & 1 ? CP_ISA_AVX512_BF16 : CP_ISA_AVX512;
+  }
   return CP_ISA_AVX2;
 }
 
@@ -186,7 +191,9 @@ static void cp_cpu_init(void) {
   const char *cap = getenv("CONVPOOL_ISA");
   if (cap != NULL && cap[0] != '\0') {
     cp_isa limit;
-    if (strcmp(cap, "avx512") == 0 || strcmp(cap, "avx512f") == 0)
+    if (strcmp(cap, "avx512bf16") == 0)
+      limit = CP_ISA_AVX512_BF16;
+    else if (strcmp(cap, "avx512") == 0 || strcmp(cap, "avx512f") == 0)
       limit = CP_ISA_AVX512;
     else if (strcmp(cap, "avx2") == 0)
       limit = CP_ISA_AVX2;

@@ -32,7 +32,12 @@ static inline size_t cp_round_up(size_t a, size_t m) { return (a + m - 1) / m * 
 
 /* ---- CPU facts (cpu.c) ---- */
 
-typedef enum cp_isa { CP_ISA_SCALAR = 0, CP_ISA_AVX2 = 1, CP_ISA_AVX512 = 2 } cp_isa;
+typedef enum cp_isa {
+  CP_ISA_SCALAR = 0,
+  CP_ISA_AVX2 = 1,      /* AVX2 + FMA + F16C */
+  CP_ISA_AVX512 = 2,    /* AVX-512 F, BW, VL */
+  CP_ISA_AVX512_BF16 = 3 /* the above + AVX512_BF16 */
+} cp_isa;
 
 typedef struct cp_cpu {
   cp_isa isa;           /* best ISA detected, capped by CONVPOOL_ISA */

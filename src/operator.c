@@ -93,7 +93,7 @@ static int cp_geometry(cp_plan *pl, int64_t g, int64_t cw) {
      streams over every L1 set instead of piling them on a few. */
   cs = cp_round_up(cs, CP_CACHE_LINE / es);
   if ((cs / (CP_CACHE_LINE / es)) % 2 == 0) cs += CP_CACHE_LINE / es;
-  if (!cp_mul((size_t)pl->c_in, cs, &n) || !cp_add(n, 2 * nr, &n)) return 0;
+  if (!cp_mul((size_t)pl->c_steps, cs, &n) || !cp_add(n, 2 * nr, &n)) return 0;
   pl->group = g, pl->col_block = cw;
   pl->panel_rows = (int64_t)rows, pl->panel_ld = ld, pl->panel_cs = cs, pl->panel_floats = n;
   if (!cp_mul(n, es, &pl->panel_bytes)) return 0;
@@ -118,7 +118,7 @@ static int cp_fits(const cp_plan *pl) {
 /* Modelled cost per useful conv position: microkernel lanes plus copying. */
 static double cp_cost(const cp_plan *pl) {
   double tiles = (double)(pl->buf_cols / (size_t)pl->uk->nr);
-  double lanes = tiles * pl->uk->nr * (double)pl->c_in * (double)(pl->k * pl->k) *
+  double lanes = tiles * pl->uk->nr * (double)pl->c_steps * (double)(pl->k * pl->k) *
                  (double)(pl->co_blocks * pl->uk->mr);
   double copy = CP_COPY_COST * (double)pl->c_in * (double)pl->panel_rows * (double)pl->panel_ld;
   return (lanes + copy) / ((double)pl->group * (double)pl->pool * (double)pl->col_block);
@@ -204,6 +204,7 @@ static convpool_status cp_make_plan(const convpool_op *op, int64_t batch, int64_
                    (long long)height, (long long)width, (long long)op->k);
   memset(pl, 0, sizeof *pl);
   pl->batch = batch, pl->c_in = op->c_in, pl->c_out = op->c_out;
+  pl->c_steps = (op->c_in + op->uk->cpack - 1) / op->uk->cpack;
   pl->height = height, pl->width = width, pl->k = op->k, pl->pool = op->pool;
   pl->oh = height - op->k + 1;
   pl->ow = width - op->k + 1;
@@ -255,18 +256,32 @@ static float cp_load_elem(convpool_dtype dtype, const void *base, size_t index) 
   return ((const float *)base)[index];
 }
 
-/* packed[cb][c][i][j][m] = w[cb*MR + m][c][i][j], zero past c_out. */
+/*
+ * packed[cb][c][i][j][m] = w[cb*MR + m][c][i][j] as fp32, zero past c_out.
+ * Pair kernels (cpack 2) take 32-bit bf16 pairs: channel 2c in the low half,
+ * 2c+1 in the high half (zero past c_in).
+ */
 static void cp_pack_weights(const convpool_op *op, const void *weights, float *packed) {
   const size_t mr = (size_t)op->uk->mr, cin = (size_t)op->c_in, k = (size_t)op->k;
   const size_t kk = k * k, blocks = ((size_t)op->c_out + mr - 1) / mr;
+  const size_t cpack = (size_t)op->uk->cpack, steps = (cin + cpack - 1) / cpack;
+  const uint16_t *w16 = weights;
+  uint32_t *pairs = (uint32_t *)packed;
   for (size_t cb = 0; cb < blocks; cb++)
-    for (size_t c = 0; c < cin; c++)
+    for (size_t s = 0; s < steps; s++)
       for (size_t t = 0; t < kk; t++)
         for (size_t m = 0; m < mr; m++) {
-          size_t co = cb * mr + m;
-          float v = 0.0f;
-          if (co < (size_t)op->c_out) v = cp_load_elem(op->dtype, weights, (co * cin + c) * kk + t);
-          packed[((cb * cin + c) * kk + t) * mr + m] = v;
+          const size_t co = cb * mr + m, to = ((cb * steps + s) * kk + t) * mr + m;
+          if (cpack == 1) {
+            packed[to] = co < (size_t)op->c_out ? cp_load_elem(op->dtype, weights, (co * cin + s) * kk + t) : 0.0f;
+            continue;
+          }
+          uint32_t lo = 0, hi = 0;
+          if (co < (size_t)op->c_out) {
+            lo = w16[(co * cin + 2 * s) * kk + t];
+            if (2 * s + 1 < cin) hi = w16[(co * cin + 2 * s + 1) * kk + t];
+          }
+          pairs[to] = lo | hi << 16;
         }
 }
 
@@ -302,8 +317,11 @@ convpool_status convpool_op_create(convpool_dtype dtype, const void *weights, co
     return cp_fail(CONVPOOL_INVALID_ARGUMENT, "options->allocator has a NULL function");
 
   const cp_cpu *cpu = cp_cpu_get();
-  /* Panels are fp32 for every dtype, so one kernel family serves them all. */
-  const cp_sr_ukernel *uk = cp_sr_ukernel_select(CONVPOOL_FLOAT32, cpu->isa);
+  /* Panels are fp32 for every dtype, so one kernel family serves them all;
+     bfloat16 uses its pair dot-product kernels where the CPU has them. */
+  const cp_sr_ukernel *uk = NULL;
+  if (dtype == CONVPOOL_BFLOAT16) uk = cp_sr_ukernel_select(CONVPOOL_BFLOAT16, cpu->isa);
+  if (uk == NULL) uk = cp_sr_ukernel_select(CONVPOOL_FLOAT32, cpu->isa);
   if (uk == NULL)
     return cp_fail(CONVPOOL_UNSUPPORTED, "no %s kernel for isa %s", convpool_dtype_name(dtype),
                    cp_isa_name(cpu->isa));
@@ -312,7 +330,8 @@ convpool_status convpool_op_create(convpool_dtype dtype, const void *weights, co
   if ((size_t)k > SIZE_MAX / (size_t)k || !cp_mul((size_t)c_out, (size_t)c_in, &wbytes) ||
       !cp_mul(wbytes, (size_t)k, &wbytes) ||
       !cp_mul(wbytes, (size_t)k, &wbytes) || !cp_mul(wbytes, convpool_dtype_size(dtype), &wbytes) ||
-      !cp_mul(blocks * mr, (size_t)c_in, &packed_bytes) ||
+      !cp_mul(blocks * mr, ((size_t)c_in + (size_t)uk->cpack - 1) / (size_t)uk->cpack,
+              &packed_bytes) ||
       !cp_mul(packed_bytes, (size_t)k * (size_t)k, &packed_bytes) ||
       !cp_mul(packed_bytes, sizeof(float), &packed_bytes))
     return cp_fail(CONVPOOL_INVALID_ARGUMENT,
@@ -472,12 +491,18 @@ static void cp_pack_panel(const cp_run *r, int64_t b, size_t oh0, size_t rows, s
   const cp_plan *pl = r->pl;
   const size_t w = (size_t)pl->width, hw = (size_t)pl->height * w;
   const size_t ld = pl->panel_ld, cs = pl->panel_cs, cin = (size_t)pl->c_in;
+  const size_t steps = (size_t)pl->c_steps;
   const size_t base = (size_t)b * cin * hw + oh0 * w + col0;
-  for (size_t c = 0; c < cin; c++) {
-    float *to = panel + c * cs;
+  for (size_t s = 0; s < steps; s++) {
+    float *to = panel + s * cs;
     for (size_t y = 0; y < rows; y++, to += ld) {
-      const size_t from = base + c * hw + y * w;
-      if (r->op->widen != NULL) {
+      const size_t from = base + s * hw + y * w;
+      if (pl->uk->cpack == 2) { /* bf16 channel pairs, interleaved */
+        const uint16_t *lo = (const uint16_t *)r->src + base + 2 * s * hw + y * w;
+        const uint16_t *hi = 2 * s + 1 < cin ? lo + hw : NULL;
+        uint32_t *t32 = (uint32_t *)to;
+        for (size_t x = 0; x < cols; x++) t32[x] = lo[x] | (hi ? (uint32_t)hi[x] << 16 : 0u);
+      } else if (r->op->widen != NULL) {
         r->op->widen((const uint16_t *)r->src + from, to, cols);
       } else {
         memcpy(to, (const float *)r->src + from, cols * sizeof(float));
@@ -486,7 +511,7 @@ static void cp_pack_panel(const cp_run *r, int64_t b, size_t oh0, size_t rows, s
     }
     memset(to, 0, (cs - rows * ld) * sizeof(float));
   }
-  memset(panel + cin * cs, 0, (pl->panel_floats - cin * cs) * sizeof(float));
+  memset(panel + steps * cs, 0, (pl->panel_floats - steps * cs) * sizeof(float));
 }
 
 /* The region of one work item. */
@@ -567,12 +592,12 @@ static void cp_run_item(void *context, int64_t item, int thread) {
     if (pl->flat) {
       const size_t len = (conv_rows - 1) * ld + (size_t)it.cw;
       for (size_t t = 0; t < len; t += (size_t)nr)
-        pl->uk->fn(panel + t, pl->panel_cs, ld, (size_t)pl->c_in, (size_t)pl->k, w, buf + t,
+        pl->uk->fn(panel + t, pl->panel_cs, ld, (size_t)pl->c_steps, (size_t)pl->k, w, buf + t,
                    pl->buf_cols);
     } else {
       for (size_t y = 0; y < conv_rows; y++)
         for (int64_t t = 0; t < it.cw; t += nr)
-          pl->uk->fn(panel + y * ld + (size_t)t, pl->panel_cs, ld, (size_t)pl->c_in,
+          pl->uk->fn(panel + y * ld + (size_t)t, pl->panel_cs, ld, (size_t)pl->c_steps,
                      (size_t)pl->k, w, buf + y * pl->buf_row_ld + (size_t)t, pl->buf_cols);
     }
     double t2 = cp_seconds();
@@ -680,7 +705,7 @@ convpool_status convpool_op_describe(const convpool_op *op, int64_t batch, int64
       "[%lld, %lld, %lld, %lld]\n"
       "register tile  %d output channels x %d positions; %lld channel blocks\n"
       "panel          %lld pooled rows (%lld input rows) x %lld conv columns x %lld channels, "
-      "fp32; sweep %s\n"
+      "%s; sweep %s\n"
       "work items     %lld = batch %lld x row groups %lld x column blocks %lld x channel "
       "groups %lld (%lld blocks each)\n"
       "threads        %d\n"
@@ -696,7 +721,7 @@ convpool_status convpool_op_describe(const convpool_op *op, int64_t batch, int64
       (long long)pl.batch, (long long)pl.c_out, (long long)pl.ph, (long long)pl.pw, pl.uk->mr,
       pl.uk->nr, (long long)pl.co_blocks, (long long)pl.group, (long long)pl.panel_rows,
       (long long)pl.col_block, (long long)pl.c_in,
-      pl.flat ? "flat over rows (narrow rows)" : "per conv row", (long long)pl.items,
+      pl.uk->cpack == 2 ? "bf16 channel pairs" : "fp32", pl.flat ? "flat over rows (narrow rows)" : "per conv row", (long long)pl.items,
       (long long)pl.batch, (long long)pl.row_groups, (long long)pl.col_blocks,
       (long long)pl.co_groups, (long long)pl.co_blocks_per_group, pl.threads,
       pl.packed_weight_bytes, pl.weight_block_bytes, pl.panel_bytes, pl.panel_budget,

@@ -19,6 +19,7 @@
 typedef struct cp_plan {
   /* shapes */
   int64_t batch, c_in, c_out, height, width, k, pool;
+  int64_t c_steps; /* contraction steps over channels: c_in / the kernel's cpack */
   int64_t oh, ow, ph, pw;
   int64_t ow_used; /* pw * pool: conv columns that reach the output */
   size_t elem_size, src_bytes, dst_bytes;

@@ -7,5 +7,9 @@
 #define CP_ELEM float
 #define CP_FN cp_f32_sr_ukernel_12x32__avx512f
 #define CP_NRV 2
+#define CP_XVEC __m512
 #define CP_LOAD(p) _mm512_loadu_ps(p)
+#define CP_BVEC __m512
+#define CP_BCAST(p) _mm512_set1_ps(*(p))
+#define CP_MAC(acc, b, x) _mm512_fmadd_ps(b, x, acc)
 #include "sr-avx512f.h"

@@ -1,10 +1,13 @@
 /*
- * Template of the AVX-512F shift-reduce microkernel (see ukernel.h).
+ * Template of the AVX-512 shift-reduce microkernels (see ukernel.h).
  * Lanes run along the conv positions; each (c, i, j) step loads NRV vectors of
- * shifted input (unaligned loads straight from NCHW), broadcasts MR packed
- * weights and issues MR*NRV independent FMAs into the register tile.
- * Define before including: CP_MR, CP_NRV (vectors of 16), CP_ELEM (element
- * type), CP_LOAD(ptr) (16 elements -> __m512) and CP_FN (function name).
+ * shifted input (unaligned loads from the panel), broadcasts MR packed
+ * weights and issues MR*NRV independent multiply-adds into the register tile.
+ * A "channel step" c is one fp32 channel, or one bf16 channel pair for the
+ * dot-product kernels. Define before including: CP_MR, CP_NRV (vectors of 16
+ * lanes), CP_ELEM (32-bit panel element type), CP_XVEC (input vector type),
+ * CP_LOAD(ptr) (16 elements -> CP_XVEC), CP_BVEC and CP_BCAST(ptr) (one
+ * packed weight to all lanes), CP_MAC(acc, b, x) and CP_FN (function name).
  */
 #include <immintrin.h>
 
@@ -20,14 +23,14 @@ void CP_FN(const void *xv, size_t cs, size_t rs, size_t c_in, size_t k, const fl
     for (size_t i = 0; i < k; i++) {
       const CP_ELEM *xr = x + c * cs + i * rs;
       for (size_t j = 0; j < k; j++) {
-        __m512 xin[CP_NRV];
+        CP_XVEC xin[CP_NRV];
 #pragma GCC unroll 4
         for (int v = 0; v < CP_NRV; v++) xin[v] = CP_LOAD(xr + j + 16 * v);
 #pragma GCC unroll 16
         for (int m = 0; m < CP_MR; m++) {
-          const __m512 b = _mm512_set1_ps(w[m]);
+          const CP_BVEC b = CP_BCAST(w + m);
 #pragma GCC unroll 4
-          for (int v = 0; v < CP_NRV; v++) acc[m][v] = _mm512_fmadd_ps(b, xin[v], acc[m][v]);
+          for (int v = 0; v < CP_NRV; v++) acc[m][v] = CP_MAC(acc[m][v], b, xin[v]);
         }
         w += CP_MR;
       }

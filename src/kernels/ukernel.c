@@ -3,7 +3,7 @@
 
 static const cp_sr_ukernel cp_sr_ukernels[] = {
 #define CP_SR_UKERNEL(dt, DTYPE, mr, nr, isa, ISA)                               \
-  {#dt "-sr-" #mr "x" #nr "-" #isa, DTYPE, ISA, mr, nr,                          \
+  {#dt "-sr-" #mr "x" #nr "-" #isa, DTYPE, ISA, mr, nr, DTYPE == CONVPOOL_BFLOAT16 ? 2 : 1, \
    cp_##dt##_sr_ukernel_##mr##x##nr##__##isa},
 #include "sr-ukernels.inc"
 #undef CP_SR_UKERNEL

@@ -30,6 +30,7 @@ typedef struct cp_sr_ukernel {
   cp_isa isa;
   int mr; /* output channels per tile */
   int nr; /* conv positions per tile */
+  int cpack; /* input channels per 32-bit panel element: 1 (fp32) or 2 (bf16 pairs) */
   cp_sr_ukernel_fn fn;
 } cp_sr_ukernel;
 
