@@ -31,6 +31,7 @@ struct convpool_op {
   int64_t c_out, c_in, k, pool;
   int threads;
   int rows_per_item; /* forced, or 0 */
+  convpool_algo algo; /* shift-reduce or im2col (auto resolved at create) */
   int has_bias;
   const convpool_allocator *allocator;
   const cp_sr_ukernel *uk;
@@ -87,6 +88,24 @@ static int cp_geometry(cp_plan *pl, int64_t g, int64_t cw) {
   const size_t p = (size_t)pl->pool, es = sizeof(float);
   size_t conv_rows, rows, ld, cs, n;
   if (!cp_mul((size_t)g, p, &conv_rows) || !cp_add(conv_rows, k - 1, &rows)) return 0;
+  if (pl->im2col) {
+    /* The strip: for each tile of NR conv positions, c_steps*k*k rows of NR
+       elements (kernel view: k = 1, channel stride NR). Flat tiles run over
+       the positions row after row with no halo. */
+    size_t flat_tiles = (conv_rows * (size_t)cw + nr - 1) / nr;
+    size_t row_tiles = conv_rows * (((size_t)cw + nr - 1) / nr);
+    pl->flat = flat_tiles < row_tiles;
+    pl->tiles = pl->flat ? flat_tiles : row_tiles;
+    pl->group = g, pl->col_block = cw;
+    pl->panel_rows = (int64_t)rows, pl->panel_ld = 0, pl->panel_cs = nr;
+    if (!cp_mul((size_t)pl->c_steps, k * k, &n) || !cp_mul(n, nr, &n) ||
+        !cp_mul(n, pl->tiles, &pl->panel_floats) ||
+        !cp_mul(pl->panel_floats, es, &pl->panel_bytes))
+      return 0;
+    pl->buf_row_ld = pl->flat ? (size_t)cw : cp_round_up((size_t)cw, nr);
+    pl->buf_cols = pl->flat ? pl->tiles * nr : conv_rows * pl->buf_row_ld;
+    return cp_mul(pl->buf_cols, mr * es, &pl->buf_bytes);
+  }
   ld = (size_t)cw + k - 1;
   if (!cp_mul(rows, ld, &cs)) return 0;
   /* An odd number of cache lines between channels spreads the c_in row
@@ -101,6 +120,7 @@ static int cp_geometry(cp_plan *pl, int64_t g, int64_t cw) {
   size_t flat_tiles = (flat_len + nr - 1) / nr;
   size_t row_tiles = conv_rows * (((size_t)cw + nr - 1) / nr);
   pl->flat = flat_tiles < row_tiles;
+  pl->tiles = pl->flat ? flat_tiles : row_tiles;
   if (pl->flat) {
     pl->buf_row_ld = ld;
     pl->buf_cols = flat_tiles * nr;
@@ -120,7 +140,7 @@ static double cp_cost(const cp_plan *pl) {
   double tiles = (double)(pl->buf_cols / (size_t)pl->uk->nr);
   double lanes = tiles * pl->uk->nr * (double)pl->c_steps * (double)(pl->k * pl->k) *
                  (double)(pl->co_blocks * pl->uk->mr);
-  double copy = CP_COPY_COST * (double)pl->c_in * (double)pl->panel_rows * (double)pl->panel_ld;
+  double copy = CP_COPY_COST * (double)pl->panel_floats;
   return (lanes + copy) / ((double)pl->group * (double)pl->pool * (double)pl->col_block);
 }
 
@@ -205,6 +225,7 @@ static convpool_status cp_make_plan(const convpool_op *op, int64_t batch, int64_
   memset(pl, 0, sizeof *pl);
   pl->batch = batch, pl->c_in = op->c_in, pl->c_out = op->c_out;
   pl->c_steps = (op->c_in + op->uk->cpack - 1) / op->uk->cpack;
+  pl->im2col = op->algo == CONVPOOL_ALGO_IM2COL;
   pl->height = height, pl->width = width, pl->k = op->k, pl->pool = op->pool;
   pl->oh = height - op->k + 1;
   pl->ow = width - op->k + 1;
@@ -309,9 +330,8 @@ convpool_status convpool_op_create(convpool_dtype dtype, const void *weights, co
   if (o->rows_per_item < 0)
     return cp_fail(CONVPOOL_INVALID_ARGUMENT, "rows_per_item = %d must be >= 0",
                    o->rows_per_item);
-  if (o->algo == CONVPOOL_ALGO_IM2COL)
-    return cp_fail(CONVPOOL_UNSUPPORTED, "algo = im2col is not supported yet");
-  if (o->algo != CONVPOOL_ALGO_AUTO && o->algo != CONVPOOL_ALGO_SHIFT_REDUCE)
+  if (o->algo != CONVPOOL_ALGO_AUTO && o->algo != CONVPOOL_ALGO_SHIFT_REDUCE &&
+      o->algo != CONVPOOL_ALGO_IM2COL)
     return cp_fail(CONVPOOL_INVALID_ARGUMENT, "algo = %d is not a convpool_algo", (int)o->algo);
   if (o->allocator != NULL && (o->allocator->alloc == NULL || o->allocator->free == NULL))
     return cp_fail(CONVPOOL_INVALID_ARGUMENT, "options->allocator has a NULL function");
@@ -347,6 +367,7 @@ convpool_status convpool_op_create(convpool_dtype dtype, const void *weights, co
   op->c_out = c_out, op->c_in = c_in, op->k = k, op->pool = pool;
   op->threads = o->threads > 0 ? o->threads : cpu->usable_cpus;
   op->rows_per_item = o->rows_per_item;
+  op->algo = o->algo == CONVPOOL_ALGO_AUTO ? CONVPOOL_ALGO_SHIFT_REDUCE : o->algo;
   op->has_bias = bias != NULL;
   op->allocator = a;
   op->uk = uk;
@@ -514,6 +535,62 @@ static void cp_pack_panel(const cp_run *r, int64_t b, size_t oh0, size_t rows, s
   memset(panel + steps * cs, 0, (pl->panel_floats - steps * cs) * sizeof(float));
 }
 
+/*
+ * Pack the im2col strip of one item: for each tile of NR conv positions (in
+ * the order of the tile buffer), B[s][i][j][n] = x[s][row + i][col + j] for
+ * position n at (row, col); positions past the item are zero. The element
+ * is fp32, or a bf16 channel pair for pair kernels.
+ */
+static void cp_pack_im2col(const cp_run *r, int64_t b, size_t oh0, size_t conv_rows, size_t col0,
+                           size_t cw, float *strip) {
+  const cp_plan *pl = r->pl;
+  const size_t nr = (size_t)pl->uk->nr, k = (size_t)pl->k, steps = (size_t)pl->c_steps;
+  const size_t w = (size_t)pl->width, hw = (size_t)pl->height * w, cin = (size_t)pl->c_in;
+  const size_t per_row = (cw + nr - 1) / nr;
+  const size_t base = (size_t)b * cin * hw + oh0 * w + col0;
+  float *to = strip;
+  for (size_t t = 0; t < pl->tiles; t++) {
+    size_t off[CP_MAX_NR]; /* source offset of each position in the plane, or SIZE_MAX */
+    for (size_t n = 0; n < nr; n++) {
+      size_t row, col;
+      if (pl->flat) { /* rows are col_block positions apart, as in the tile buffer */
+        size_t p = t * nr + n;
+        row = p / (size_t)pl->col_block, col = p % (size_t)pl->col_block;
+      } else {
+        row = t / per_row, col = (t % per_row) * nr + n;
+      }
+      off[n] = row < conv_rows && col < cw ? row * w + col : SIZE_MAX;
+    }
+    /* Common case: the valid positions are one run within a row, then padding. */
+    size_t run = 0;
+    while (run < nr && off[run] != SIZE_MAX && off[run] == off[0] + run) run++;
+    int contiguous = 1;
+    for (size_t n = run; n < nr; n++) contiguous &= off[n] == SIZE_MAX;
+    for (size_t s = 0; s < steps; s++)
+      for (size_t i = 0; i < k; i++)
+        for (size_t j = 0; j < k; j++, to += nr) {
+          const size_t at = base + s * pl->uk->cpack * hw + i * w + j;
+          if (pl->uk->cpack == 2) {
+            const uint16_t *lo = (const uint16_t *)r->src + at;
+            const int has_hi = 2 * s + 1 < cin;
+            uint32_t *t32 = (uint32_t *)to;
+            for (size_t n = 0; n < nr; n++)
+              t32[n] = off[n] == SIZE_MAX ? 0u
+                       : lo[off[n]] | (has_hi ? (uint32_t)lo[off[n] + hw] << 16 : 0u);
+          } else if (contiguous && run > 0) {
+            if (r->op->widen != NULL)
+              r->op->widen((const uint16_t *)r->src + at + off[0], to, run);
+            else
+              memcpy(to, (const float *)r->src + at + off[0], run * sizeof(float));
+            memset(to + run, 0, (nr - run) * sizeof(float));
+          } else {
+            for (size_t n = 0; n < nr; n++)
+              to[n] = off[n] == SIZE_MAX ? 0.0f : cp_load_elem(r->op->dtype, r->src, at + off[n]);
+          }
+        }
+  }
+}
+
 /* The region of one work item. */
 typedef struct cp_item {
   int64_t b, g0, g, col0, cw, cb0, cb1;
@@ -577,8 +654,12 @@ static void cp_run_item(void *context, int64_t item, int thread) {
   cp_phase_times *times = &op->times[thread];
   double t0 = cp_seconds();
   const size_t conv_rows = (size_t)(it.g * pool), ld = pl->panel_ld;
-  cp_pack_panel(r, it.b, (size_t)(it.g0 * pool), conv_rows + (size_t)pl->k - 1, (size_t)it.col0,
-                (size_t)it.cw + (size_t)pl->k - 1, panel);
+  if (pl->im2col)
+    cp_pack_im2col(r, it.b, (size_t)(it.g0 * pool), conv_rows, (size_t)it.col0, (size_t)it.cw,
+                   panel);
+  else
+    cp_pack_panel(r, it.b, (size_t)(it.g0 * pool), conv_rows + (size_t)pl->k - 1,
+                  (size_t)it.col0, (size_t)it.cw + (size_t)pl->k - 1, panel);
 
   const size_t plane = (size_t)pl->ph * (size_t)pl->pw;
   const size_t wblock = pl->weight_block_bytes / sizeof(float);
@@ -589,7 +670,17 @@ static void cp_run_item(void *context, int64_t item, int thread) {
   for (int64_t cb = it.cb0; cb < it.cb1; cb++) {
     cp_prefetch_panel(r, next, cb - it.cb0, it.cb1 - it.cb0);
     const float *w = op->packed + (size_t)cb * wblock;
-    if (pl->flat) {
+    if (pl->im2col) { /* a GEMM: the same kernel with k = 1 over c_steps*k*k rows */
+      const size_t kdim = (size_t)pl->c_steps * (size_t)(pl->k * pl->k);
+      const size_t per_row = ((size_t)it.cw + (size_t)nr - 1) / (size_t)nr;
+      for (size_t t = 0; t < pl->tiles; t++) {
+        float *tile = pl->flat ? buf + t * (size_t)nr
+                               : buf + (t / per_row) * pl->buf_row_ld + (t % per_row) * (size_t)nr;
+        if (!pl->flat && t / per_row >= conv_rows) break;
+        if (pl->flat && t * (size_t)nr >= conv_rows * (size_t)pl->col_block) break;
+        pl->uk->fn(panel + t * kdim * (size_t)nr, (size_t)nr, 0, kdim, 1, w, tile, pl->buf_cols);
+      }
+    } else if (pl->flat) {
       const size_t len = (conv_rows - 1) * ld + (size_t)it.cw;
       for (size_t t = 0; t < len; t += (size_t)nr)
         pl->uk->fn(panel + t, pl->panel_cs, ld, (size_t)pl->c_steps, (size_t)pl->k, w, buf + t,
@@ -698,7 +789,7 @@ convpool_status convpool_op_describe(const convpool_op *op, int64_t batch, int64
   const cp_cpu *cpu = cp_cpu_get();
   snprintf(
       text, capacity,
-      "algorithm      shift-reduce, kernel %s\n"
+      "algorithm      %s, kernel %s\n"
       "isa            %s (detected %s%s)\n"
       "caches         L1d %zu KiB, L2 %zu KiB, L3 %zu KiB (%s)\n"
       "shape          src [%lld, %lld, %lld, %lld] %s -> conv %lldx%lld -> pool %lld -> dst "
@@ -713,7 +804,8 @@ convpool_status convpool_op_describe(const convpool_op *op, int64_t batch, int64
       "panel          %zu bytes per thread (budget L2/2 = %zu: %s)\n"
       "tile buffer    %zu bytes per thread (budget L2/4 = %zu: %s)\n"
       "scratch        %zu bytes per thread, %zu in all\n",
-      pl.uk->name, cp_isa_name(pl.uk->isa), cp_isa_name(cpu->detected),
+      pl.im2col ? "im2col + GEMM" : "shift-reduce", pl.uk->name, cp_isa_name(pl.uk->isa),
+      cp_isa_name(cpu->detected),
       cpu->isa_cap_ignored ? "; CONVPOOL_ISA not recognised, ignored" : "", cpu->l1d >> 10,
       cpu->l2 >> 10, cpu->l3 >> 10, cpu->caches_from_cpuid ? "cpuid" : "fallback values",
       (long long)pl.batch, (long long)pl.c_in, (long long)pl.height, (long long)pl.width,

@@ -36,6 +36,8 @@ typedef struct cp_plan {
   /* sweep: flat (one run over all rows of the panel, good for narrow rows)
      or per row (one run per conv row, no tiles wasted on the k-1 halo) */
   int flat;
+  int im2col;           /* the panel is an im2col strip, swept as a GEMM */
+  size_t tiles;         /* microkernel tiles per channel block of a full item */
   size_t buf_row_ld;    /* floats between conv rows in the tile buffer */
   size_t buf_cols;      /* floats per output channel in the tile buffer */
   /* items */

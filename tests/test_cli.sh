@@ -58,7 +58,7 @@ done <<LIST
 --batch 99999999999 --in-channels 99999999999 --height 99999 --width 99999|overflows
 --frobnicate|unknown option '--frobnicate'
 --iters|--iters needs a value
---impl im2col --height 8 --width 8 --in-channels 2 --out-channels 2|im2col
+--impl gemm|--impl = 'gemm'
 --load-dir $tmp/nometa|meta.json
 --load-dir $tmp/trunc|x.bin has 100 bytes
 --load-dir $tmp/doesnotexist|doesnotexist

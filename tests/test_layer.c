@@ -79,10 +79,13 @@ static void free_tensors(tensors *t) {
   free(t->bias);
 }
 
+static convpool_algo g_algo = CONVPOOL_ALGO_AUTO;
+
 static int run(const layer_case *c, const tensors *t, int threads, void *y) {
   convpool_options o;
   convpool_options_init(&o);
   o.threads = threads;
+  o.algo = g_algo;
   convpool_status st = convpool_conv2d_maxpool(c->dtype, t->x, c->batch, c->c_in, c->height,
                                                c->width, t->w, c->c_out, c->k, t->bias, c->pool,
                                                y, t->y_bytes, &o);
@@ -192,8 +195,10 @@ static int check_nonfinite(convpool_dtype dtype) {
   return ok;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   int failures = 0, cases = 0;
+  if (argc > 1 && strcmp(argv[1], "im2col") == 0) g_algo = CONVPOOL_ALGO_IM2COL;
+  if (argc > 1 && strcmp(argv[1], "sr") == 0) g_algo = CONVPOOL_ALGO_SHIFT_REDUCE;
   const int64_t ks[] = {1, 2, 3, 5};
   const int64_t chans[] = {1, 3, 16, 17, 64};
   const int64_t sizes[] = {0, 1, 2, 4, 7, 12, 23, 36}; /* added to k */
@@ -249,6 +254,7 @@ int main(void) {
   if (!check_nonfinite(CONVPOOL_BFLOAT16)) failures++;
   convpool_info info;
   convpool_get_info(&info);
-  printf("isa %s: %d cases, %d failed\n", info.isa, cases, failures);
+  printf("isa %s, algo %s: %d cases, %d failed\n", info.isa, argc > 1 ? argv[1] : "auto", cases,
+         failures);
   return failures ? 1 : 0;
 }

@@ -41,7 +41,7 @@ static void usage(FILE *f) {
           "  --pool P                  max pool P x P, stride P (default 2; 1 = none)\n"
           "  --bias | --no-bias        add a bias after the max (default on)\n"
           "  --threads N               threads (default: usable CPUs)\n"
-          "  --impl auto|sr            algorithm (default auto)\n"
+          "  --impl auto|sr|im2col     algorithm (default auto)\n"
           "  --rows-per-item N         pooled rows per work item (default: planned)\n"
           "  --warmup N --iters N      timing runs (default 2 and 10)\n"
           "  --seed S                  data seed (default 0)\n"
@@ -132,7 +132,7 @@ static void parse_args(int argc, char **argv, cli *c) {
       if (strcmp(v, "auto") == 0) c->algo = CONVPOOL_ALGO_AUTO;
       else if (strcmp(v, "sr") == 0) c->algo = CONVPOOL_ALGO_SHIFT_REDUCE;
       else if (strcmp(v, "im2col") == 0) c->algo = CONVPOOL_ALGO_IM2COL;
-      else die(EXIT_USAGE, "--impl = '%s' is not one of auto, sr", v);
+      else die(EXIT_USAGE, "--impl = '%s' is not one of auto, sr, im2col", v);
     } else if (TAKE("--dump-dir")) {
       if (v == NULL) die(EXIT_USAGE, "--dump-dir needs a directory");
       c->dump_dir = v;

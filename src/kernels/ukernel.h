@@ -21,6 +21,8 @@
 
 #include "../internal.h"
 
+#define CP_MAX_NR 64 /* the largest NR of any kernel */
+
 typedef void (*cp_sr_ukernel_fn)(const void *x, size_t cs, size_t rs, size_t c_in, size_t k,
                                  const float *w, float *tile, size_t ld);
 
