@@ -53,9 +53,9 @@ typedef enum convpool_dtype {
 
 /** Algorithm. */
 typedef enum convpool_algo {
-  CONVPOOL_ALGO_AUTO = 0,         /**< the library chooses */
-  CONVPOOL_ALGO_SHIFT_REDUCE = 1, /**< shifted rows read straight from NCHW */
-  CONVPOOL_ALGO_IM2COL = 2        /**< reserved: returns CONVPOOL_UNSUPPORTED */
+  CONVPOOL_ALGO_AUTO = 0,         /**< the library chooses (shift-reduce; see README) */
+  CONVPOOL_ALGO_SHIFT_REDUCE = 1, /**< shifted loads from per-item input panels */
+  CONVPOOL_ALGO_IM2COL = 2        /**< per-item im2col strips and a GEMM */
 } convpool_algo;
 
 /**
@@ -79,7 +79,7 @@ typedef struct convpool_options {
 /** Library and machine facts. */
 typedef struct convpool_info {
   const char *version;  /**< CONVPOOL_VERSION_STRING */
-  const char *isa;      /**< ISA chosen at run time: "avx512f", "avx2" or "scalar" */
+  const char *isa;      /**< ISA chosen at run time: "avx512bf16", "avx512f", "avx2" or "scalar" */
   int usable_cpus;      /**< affinity mask intersected with the cgroup CPU quota */
   size_t l1d_bytes;     /**< data cache sizes per core (cpuid, or documented fallbacks) */
   size_t l2_bytes;
