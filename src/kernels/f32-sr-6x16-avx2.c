@@ -1,11 +1,20 @@
-/* f32 shift-reduce microkernel, 6 channels x 16 positions, avx2. */
+/* f32 shift-reduce microkernel, 6 channels x 16 positions, AVX2 + FMA (16 ymm registers:
+   12 accumulators, 2 input vectors, 1 broadcast). */
 #include <stdint.h>
 
 #include "ukernel.h"
 
-#define CP_MR 6
-#define CP_ELEM float
 #define CP_FN cp_f32_sr_ukernel_6x16__avx2
+#define CP_MR 6
 #define CP_NRV 2
+#define CP_ELEM float
+#define CP_ACC __m256
+#define CP_LANES 8
+#define CP_ZERO() _mm256_setzero_ps()
+#define CP_STORE(p, v) _mm256_storeu_ps(p, v)
+#define CP_XVEC __m256
 #define CP_LOAD(p) _mm256_loadu_ps(p)
-#include "sr-avx2.h"
+#define CP_BVEC __m256
+#define CP_BCAST(p) _mm256_broadcast_ss(p)
+#define CP_MAC(acc, b, x) _mm256_fmadd_ps(b, x, acc)
+#include "sr-template.h"

@@ -1,0 +1,49 @@
+/*
+ * Template of the vector shift-reduce microkernels (see ukernel.h).
+ * Lanes run along the conv positions; each (c, i, j) step loads NRV vectors of
+ * shifted input (unaligned loads from the panel), broadcasts MR packed
+ * weights and issues MR*NRV independent multiply-adds into the register tile,
+ * which leaves the registers once, at the end. A channel step c is one fp32
+ * channel, or one bf16 channel pair for the dot-product kernels.
+ *
+ * Define before including:
+ *   CP_FN          function name
+ *   CP_MR, CP_NRV  output channels, and vectors of CP_LANES positions, per tile
+ *   CP_ELEM        32-bit panel element type
+ *   CP_ACC, CP_LANES, CP_ZERO(), CP_STORE(ptr, acc)   fp32 accumulator vectors
+ *   CP_XVEC, CP_LOAD(ptr)      input vector type and its unaligned load
+ *   CP_BVEC, CP_BCAST(ptr)     one packed weight in every lane
+ *   CP_MAC(acc, b, x)          acc + b * x (or the pair dot product)
+ */
+#include <immintrin.h>
+
+void CP_FN(const void *xv, size_t cs, size_t rs, size_t c_in, size_t k, const float *w,
+           float *tile, size_t ld) {
+  const CP_ELEM *x = (const CP_ELEM *)xv;
+  CP_ACC acc[CP_MR][CP_NRV];
+#pragma GCC unroll 16
+  for (int m = 0; m < CP_MR; m++)
+#pragma GCC unroll 4
+    for (int v = 0; v < CP_NRV; v++) acc[m][v] = CP_ZERO();
+  for (size_t c = 0; c < c_in; c++) {
+    for (size_t i = 0; i < k; i++) {
+      const CP_ELEM *xr = x + c * cs + i * rs;
+      for (size_t j = 0; j < k; j++) {
+        CP_XVEC xin[CP_NRV];
+#pragma GCC unroll 4
+        for (int v = 0; v < CP_NRV; v++) xin[v] = CP_LOAD(xr + j + CP_LANES * v);
+#pragma GCC unroll 16
+        for (int m = 0; m < CP_MR; m++) {
+          const CP_BVEC b = CP_BCAST(w + m);
+#pragma GCC unroll 4
+          for (int v = 0; v < CP_NRV; v++) acc[m][v] = CP_MAC(acc[m][v], b, xin[v]);
+        }
+        w += CP_MR;
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int m = 0; m < CP_MR; m++)
+#pragma GCC unroll 4
+    for (int v = 0; v < CP_NRV; v++) CP_STORE(tile + m * ld + CP_LANES * v, acc[m][v]);
+}
