@@ -32,6 +32,7 @@ struct convpool_op {
   int threads;
   int rows_per_item; /* forced, or 0 */
   convpool_algo algo; /* shift-reduce or im2col (auto resolved at create) */
+  int auto_algo;      /* the algorithm was chosen by the library */
   int has_bias;
   const convpool_allocator *allocator;
   const cp_sr_ukernel *uk;
@@ -367,7 +368,12 @@ convpool_status convpool_op_create(convpool_dtype dtype, const void *weights, co
   op->c_out = c_out, op->c_in = c_in, op->k = k, op->pool = pool;
   op->threads = o->threads > 0 ? o->threads : cpu->usable_cpus;
   op->rows_per_item = o->rows_per_item;
-  op->algo = o->algo == CONVPOOL_ALGO_AUTO ? CONVPOOL_ALGO_SHIFT_REDUCE : o->algo;
+  /* auto: shift-reduce. Its panel holds each input element once and the
+     kernel's shifted loads do the im2col in registers; an im2col strip holds
+     it k*k times. The benchmark measures im2col slower on every shape tried
+     (README), so auto never picks it. */
+  op->auto_algo = o->algo == CONVPOOL_ALGO_AUTO;
+  op->algo = op->auto_algo ? CONVPOOL_ALGO_SHIFT_REDUCE : o->algo;
   op->has_bias = bias != NULL;
   op->allocator = a;
   op->uk = uk;
@@ -804,7 +810,8 @@ convpool_status convpool_op_describe(const convpool_op *op, int64_t batch, int64
       "panel          %zu bytes per thread (budget L2/2 = %zu: %s)\n"
       "tile buffer    %zu bytes per thread (budget L2/4 = %zu: %s)\n"
       "scratch        %zu bytes per thread, %zu in all\n",
-      pl.im2col ? "im2col + GEMM" : "shift-reduce", pl.uk->name, cp_isa_name(pl.uk->isa),
+      pl.im2col ? "im2col + GEMM" : op->auto_algo ? "shift-reduce (auto: im2col copies each input k*k times and measured slower)" : "shift-reduce",
+      pl.uk->name, cp_isa_name(pl.uk->isa),
       cp_isa_name(cpu->detected),
       cpu->isa_cap_ignored ? "; CONVPOOL_ISA not recognised, ignored" : "", cpu->l1d >> 10,
       cpu->l2 >> 10, cpu->l3 >> 10, cpu->caches_from_cpuid ? "cpuid" : "fallback values",
