@@ -18,6 +18,7 @@
 #define CP_OP_MAGIC 0x43504f50u /* "CPOP" */
 #define CP_MAX_THREADS 1024
 #define CP_CACHE_LINE 64
+#define CP_PACK_AHEAD 16 /* rows of input prefetched ahead of the panel copy */
 
 /* Phase times of one thread, padded to a cache line against false sharing. */
 typedef struct cp_phase_times {
@@ -518,12 +519,25 @@ static void cp_pack_panel(const cp_run *r, int64_t b, size_t oh0, size_t rows, s
   const cp_plan *pl = r->pl;
   const size_t w = (size_t)pl->width, hw = (size_t)pl->height * w;
   const size_t ld = pl->panel_ld, cs = pl->panel_cs, cin = (size_t)pl->c_in;
-  const size_t steps = (size_t)pl->c_steps;
+  const size_t steps = (size_t)pl->c_steps, cpack = (size_t)pl->uk->cpack;
   const size_t base = (size_t)b * cin * hw + oh0 * w + col0;
+  const size_t row_bytes = cols * pl->elem_size;
   for (size_t s = 0; s < steps; s++) {
     float *to = panel + s * cs;
     for (size_t y = 0; y < rows; y++, to += ld) {
       const size_t from = base + s * hw + y * w;
+      /* The rows are short and far apart, so the hardware prefetchers do not
+         follow them: ask for the row CP_PACK_AHEAD rows ahead (measured: the
+         pack of the headline case goes from ~10 ms to ~6.5 ms on one core). */
+      const size_t ahead = s * rows + y + CP_PACK_AHEAD;
+      if (ahead / rows < steps) {
+        const unsigned char *p =
+            r->src + (base + (ahead / rows) * cpack * hw + (ahead % rows) * w) * pl->elem_size;
+        for (size_t c = 0; c < cpack; c++, p += hw * pl->elem_size) {
+          for (size_t o = 0; o < row_bytes; o += CP_CACHE_LINE) __builtin_prefetch(p + o, 0, 3);
+          __builtin_prefetch(p + row_bytes - 1, 0, 3);
+        }
+      }
       if (pl->uk->cpack == 2) { /* bf16 channel pairs, interleaved */
         const uint16_t *lo = (const uint16_t *)r->src + base + 2 * s * hw + y * w;
         const uint16_t *hi = 2 * s + 1 < cin ? lo + hw : NULL;
@@ -620,30 +634,6 @@ static cp_item cp_item_of(const cp_plan *pl, int64_t item) {
   return it;
 }
 
-/*
- * Prefetch (into L2) part `part` of `parts` of the input rows of a later
- * item, so that its panel packing finds them near: the compute of the
- * current item hides the memory latency of the next.
- */
-static void cp_prefetch_panel(const cp_run *r, int64_t item, int64_t part, int64_t parts) {
-  const cp_plan *pl = r->pl;
-  if (item >= pl->items) return;
-  const cp_item it = cp_item_of(pl, item);
-  const size_t es = pl->elem_size, w = (size_t)pl->width, hw = (size_t)pl->height * w;
-  const size_t rows = (size_t)(it.g * pl->pool + pl->k - 1);
-  const size_t bytes = ((size_t)it.cw + (size_t)pl->k - 1) * es;
-  const size_t c0 = (size_t)(pl->c_in * part / parts), c1 = (size_t)(pl->c_in * (part + 1) / parts);
-  const unsigned char *base =
-      r->src + ((size_t)it.b * (size_t)pl->c_in * hw + (size_t)(it.g0 * pl->pool) * w +
-                (size_t)it.col0) * es;
-  for (size_t c = c0; c < c1; c++)
-    for (size_t y = 0; y < rows; y++) {
-      const unsigned char *p = base + (c * hw + y * w) * es;
-      for (size_t o = 0; o < bytes; o += CP_CACHE_LINE) __builtin_prefetch(p + o, 0, 2);
-      __builtin_prefetch(p + bytes - 1, 0, 2);
-    }
-}
-
 /* One work item: (batch, pooled-row group, column block, channel-block group). */
 static void cp_run_item(void *context, int64_t item, int thread) {
   const cp_run *r = context;
@@ -669,12 +659,9 @@ static void cp_run_item(void *context, int64_t item, int thread) {
 
   const size_t plane = (size_t)pl->ph * (size_t)pl->pw;
   const size_t wblock = pl->weight_block_bytes / sizeof(float);
-  /* Threads take items in turn, so this thread's next item is about `threads` ahead. */
-  const int64_t next = item + pl->threads;
   double t1 = cp_seconds();
   times->pack += t1 - t0;
   for (int64_t cb = it.cb0; cb < it.cb1; cb++) {
-    cp_prefetch_panel(r, next, cb - it.cb0, it.cb1 - it.cb0);
     const float *w = op->packed + (size_t)cb * wblock;
     if (pl->im2col) { /* a GEMM: the same kernel with k = 1 over c_steps*k*k rows */
       const size_t kdim = (size_t)pl->c_steps * (size_t)(pl->k * pl->k);
