@@ -1,20 +1,30 @@
 #!/usr/bin/env python3
 """Correctness and performance harness for convpool, through the Python binding.
 
-    python3 tests/test_harness.py --quick                 # small cases, both dtypes
+    python3 tests/test_harness.py --quick                 # small cases, every dtype
     python3 tests/test_harness.py                         # + the 224x224 cases
     python3 tests/test_harness.py --test_maxpool          # + pool 2 / pool 3 cases
-    python3 tests/test_harness.py --perf                  # the six performance cases
+    python3 tests/test_harness.py --perf                  # the performance cases
     python3 tests/test_harness.py --quick --show-tiling   # print each case's plan
-    options: --threads N, --dtype float32|float16|all, --impl auto|sr, -k TEXT, --seed N
+    options: --threads N, --dtype float32|float16|bfloat16|all (one or more),
+             --impl auto|sr|im2col|all, -k TEXT, --seed N
 
+Every case runs once per algorithm (--impl; default "all": shift-reduce "sr"
+and "im2col"), and its name says which ("float32 im2col assignment: ...").
 Every case is checked against two float64 references (NumPy and torch, see
-python/convpool/reference.py). The references must agree with each other
-before our result is judged; if they do not, the case fails. Besides the
-values, each case checks that:
+python/convpool/reference.py) computed on the exact input values (for
+bfloat16: the decoded bit patterns). The references must agree with each
+other before our result is judged; if they do not, the case fails. Besides
+the values, each case checks that:
   * the output buffer's neighbours are untouched and every element was written;
   * the one-shot call gives the same bytes as the Operator;
-  * small cases give the same bytes for every thread count 1..2*usable CPUs.
+  * small cases give the same bytes for every thread count 1..2*usable CPUs;
+  * bfloat16 only: the result is close to torch's own bfloat16 layer (a loose
+    sanity check, see reference.compare_loose).
+bfloat16 data is drawn like the others (uniform, in float32) and rounded to
+bfloat16; it never holds bfloat16 subnormals (the AVX512_BF16 instruction
+flushes those to zero, the fallback does not), and a case whose data would
+fails rather than running on them.
 
 The 224x224 assignment cases run with batch 1: the float64 references run at
 ~2.5 GFLOP/s here (reference BLAS), so batch 4 would take minutes per case.
@@ -24,6 +34,7 @@ the exit status is nonzero if anything failed.
 """
 
 import argparse
+import dataclasses
 import statistics
 import sys
 import time
@@ -42,6 +53,14 @@ from convpool import reference as ref_mod  # noqa: E402
 GUARD = 64                 # elements of sentinel on each side of the output
 SWEEP_MAX_FLOPS = 3e8      # thread-count sweep only for cases below this size
 
+ALL_DTYPES = ("float32", "float16", "bfloat16")
+ALL_IMPLS = ("sr", "im2col")   # what --impl all runs; "auto" lets the library pick one
+# The words of the plan's "algorithm" line (convpool_op_describe) for each --impl value.
+ALGORITHM_WORDS = {"sr": "shift-reduce", "im2col": "im2col"}
+SENTINELS = {"float32": (np.uint32, 0x7FC5A5A5),   # quiet NaNs the library never produces
+             "float16": (np.uint16, 0x7E5A),
+             "bfloat16": (np.uint16, 0x7FE5)}
+
 
 @dataclass(frozen=True)
 class Case:
@@ -49,9 +68,15 @@ class Case:
 
     data: "unit" [0,1); "signed" [-1,1); "nonfinite" (signed plus NaN, +inf
     and -inf in x); "tiny" (signed, w scaled by 2^-17: fp16 subnormal weights
-    and outputs); "huge" (signed x scaled by 256 and w by 1..256 per output
-    channel: some fp16 outputs overflow to +-inf).
+    and outputs; normal numbers in bfloat16); "huge" (signed x scaled by 256
+    and w by 1..256 per output channel: some fp16 outputs overflow to +-inf;
+    bfloat16 has float32's range and stays finite); "ties" and
+    "overflow ties" (16-bit dtypes, K=1, C_in=1: every output w*x + b is
+    exact in float32 and lies exactly halfway between two neighbours of the
+    dtype, so only round-half-to-even gives the expected result; see
+    tie_inputs).
     criterion: "allclose", "bound" or "relative" (see reference.judge).
+    impl: the algorithm ("sr", "im2col" or "auto"); not part of the data key.
     """
     label: str
     dtype: str
@@ -65,10 +90,11 @@ class Case:
     bias: bool = False
     data: str = "unit"
     criterion: str = "bound"
+    impl: str = "sr"
 
     @property
     def name(self):
-        return (f"{self.dtype} {self.label}: b{self.batch} {self.c_in}->{self.c_out} "
+        return (f"{self.dtype} {self.impl} {self.label}: b{self.batch} {self.c_in}->{self.c_out} "
                 f"{self.height}x{self.width} k{self.k} pool{self.pool} "
                 f"{'bias' if self.bias else 'nobias'} {self.data}")
 
@@ -116,6 +142,7 @@ def correctness_cases(dtype, quick, maxpool):
     add(Case("OW=1", dtype, 2, 8, 16, 10, 3, 3, data="signed"))
     add(Case("C_in=3 C_out=17", dtype, 1, 3, 17, 12, 12, 3, bias=True, data="signed"))
     add(Case("C_in=17 C_out=3", dtype, 1, 17, 3, 12, 12, 3, bias=True, data="signed"))
+    add(Case("C_in=1", dtype, 2, 1, 16, 10, 11, 3, bias=True, data="signed"))
     add(Case("batch 3", dtype, 3, 32, 32, 9, 9, 3, bias=True, data="signed"))
     add(Case("K=7", dtype, 1, 16, 24, 15, 13, 7, bias=True, data="signed"))
     add(Case("wide row", dtype, 1, 16, 16, 4, 131, 3, bias=True, data="signed"))
@@ -124,6 +151,10 @@ def correctness_cases(dtype, quick, maxpool):
                  data="nonfinite"))
     add(Case("tiny values", dtype, 2, 3, 8, 10, 9, 1, data="tiny", criterion="relative"))
     add(Case("huge values", dtype, 1, 16, 8, 10, 9, 3, bias=True, data="huge"))
+    if dtype != "float32":          # float32 stores the accumulator as it is: no ties
+        add(Case("RNE ties", dtype, 2, 1, 8, 9, 10, 1, bias=True, data="ties"))
+        add(Case("RNE ties at overflow", dtype, 1, 1, 4, 3, 5, 1, bias=True,
+                 data="overflow ties"))
     if maxpool:
         add(Case("pool 3 not dividing OH", dtype, 2, 16, 24, 13, 14, 3, 3, bias=True,
                  data="signed"))
@@ -132,31 +163,132 @@ def correctness_cases(dtype, quick, maxpool):
     return cases
 
 
-PERF_SHAPES = [(32, 16, 1), (224, 224, 1), (224, 224, 2)]   # (H, W, pool)
+# (H, W, pool) of the performance cases per dtype.
+PERF_SHAPES = {"float32": [(32, 16, 1), (224, 224, 1), (224, 224, 2)],
+               "float16": [(32, 16, 1), (224, 224, 1), (224, 224, 2)],
+               "bfloat16": [(224, 224, 1), (224, 224, 2)]}
+
+
+def with_impls(cases, impls):
+    """Each case once per algorithm, the algorithms of one case next to each other."""
+    return [dataclasses.replace(case, impl=impl) for case in cases for impl in impls]
 
 
 # --------------------------------------------------------------------------
 # Inputs and references, cached per data key
 # --------------------------------------------------------------------------
+@dataclass
+class Inputs:
+    """A case's inputs in its dtype (bfloat16: uint16 bit patterns), the bias as
+    float64 values, and the Reference built on the exact input values."""
+    x: np.ndarray
+    w: np.ndarray
+    b: np.ndarray
+    b64: np.ndarray
+    reference: ref_mod.Reference
+
+
+@dataclass
+class ReferenceCheck:
+    """The references of one (inputs, bias, pool), shared by the algorithms."""
+    agree: bool
+    message: str
+    expected: np.ndarray          # float64 NumPy result
+    scale: np.ndarray             # error scale S per output
+    seconds: float
+    torch_bf16: object = None     # bfloat16: torch's bfloat16 result (float64), or the
+    #                               text of the exception that prevented it
+    uses: int = 0                 # cases judged against it so far
+
+
 class InputCache:
-    """Holds the inputs and Reference of the last data key used."""
+    """Holds the inputs, Reference and reference checks of the last data key used."""
 
     def __init__(self, seed):
         self.seed = seed
         self.key = None
         self.value = None
+        self.checks = {}
 
     def get(self, case):
         if case.data_key != self.key:
-            self.key, self.value = None, None   # free the old arrays first
+            self.key, self.value, self.checks = None, None, {}   # free the old arrays first
             x, w, b = make_inputs(case, self.seed)
-            self.key, self.value = case.data_key, (x, w, b, ref_mod.Reference(x, w))
+            reference = ref_mod.Reference(ref_mod.to_float64(x, case.dtype),
+                                          ref_mod.to_float64(w, case.dtype))
+            self.key = case.data_key
+            self.value = Inputs(x, w, b, ref_mod.to_float64(b, case.dtype), reference)
         return self.value
+
+    def check(self, case):
+        """The ReferenceCheck of a case (computed once per bias and pool)."""
+        inputs = self.get(case)
+        key = (case.bias, case.pool)
+        if key not in self.checks:
+            bias64 = inputs.b64 if case.bias else None
+            t0 = time.perf_counter()
+            agree, message, expected = inputs.reference.compare_references(bias64, case.pool)
+            scale = inputs.reference.error_scale(bias64, case.pool)
+            torch_bf16 = None
+            if case.dtype == "bfloat16":
+                try:
+                    torch_bf16 = inputs.reference.torch_bfloat16_result(bias64, case.pool)
+                except (RuntimeError, ValueError) as exc:   # e.g. no bf16 conv in this torch
+                    torch_bf16 = f"{type(exc).__name__}: {exc}"
+            self.checks[key] = ReferenceCheck(agree, message, expected, scale,
+                                              time.perf_counter() - t0, torch_bf16)
+        self.checks[key].uses += 1
+        return self.checks[key]
+
+
+def bf16_subnormal_count(bits):
+    """Number of bfloat16 subnormals among bit patterns (nonzero, exponent field 0)."""
+    bits = np.asarray(bits, dtype=np.uint16)
+    return int((((bits & 0x7F80) == 0) & ((bits & 0x007F) != 0)).sum())
+
+
+SIGNIFICANT_BITS = {"float16": 11, "bfloat16": 8}   # including the implicit bit
+MAX_EXPONENT = {"float16": 15, "bfloat16": 127}      # of the largest finite value
+
+
+def tie_inputs(case, rng):
+    """float32 x, w and bias whose outputs w*x + b all lie exactly between two dtype values.
+
+    With p significant bits, x = (2**(p-1) + k) * 2**(1-p) for random k in
+    [0, 2**(p-1)) covers the dtype's grid in [1, 2); channel c has weight
+    w_c in (1, -1, 2, -2, ...) and bias w_c * 2**-p, half the spacing of the
+    dtype at w_c * x. "overflow ties": x is the largest finite value M,
+    w = (1, 1, -1, -1) and b = (h, h/2, -h, -h/2) with h = half the spacing
+    at M: the ties M + h go to +-inf (M's last bit is odd), M + h/2 back to
+    +-M. All these values and sums are exact in float32.
+    """
+    p = SIGNIFICANT_BITS[case.dtype]
+    xs = (case.batch, case.c_in, case.height, case.width)
+    assert case.k == 1 and case.c_in == 1, "tie data needs K=1 and C_in=1"
+    if case.data == "ties":
+        scale = np.resize(np.array([1.0, -1.0, 2.0, -2.0]), case.c_out)
+        x = (2.0 ** (p - 1) + rng.integers(0, 2 ** (p - 1), xs)) * 2.0 ** (1 - p)
+        b = scale * 2.0 ** -p
+    else:
+        top = (2.0 - 2.0 ** (1 - p)) * 2.0 ** MAX_EXPONENT[case.dtype]
+        half = 2.0 ** (MAX_EXPONENT[case.dtype] - p)
+        scale = np.resize(np.array([1.0, 1.0, -1.0, -1.0]), case.c_out)
+        x = np.full(xs, top)
+        b = np.resize(np.array([half, half / 2, -half, -half / 2]), case.c_out)
+    w = scale.reshape(case.c_out, 1, 1, 1)
+    return tuple(np.ascontiguousarray(a, dtype=np.float32) for a in (x, w, b))
 
 
 def make_inputs(case, seed):
-    """x, w and bias for a case: uniform data drawn in float32, then cast."""
+    """x, w and bias for a case: uniform data drawn in float32, then rounded to the dtype.
+
+    bfloat16 inputs are bit patterns (round to nearest even); a bfloat16
+    subnormal in them raises ValueError (the case fails and says so).
+    """
     rng = np.random.default_rng([seed, zlib.crc32(repr(case.data_key).encode())])
+    if case.data in ("ties", "overflow ties"):
+        return check_bf16_normal(case, tuple(ref_mod.from_float32(a, case.dtype)
+                                             for a in tie_inputs(case, rng)))
     xs = (case.batch, case.c_in, case.height, case.width)
     ws = (case.c_out, case.c_in, case.k, case.k)
     if case.data == "unit":
@@ -181,18 +313,28 @@ def make_inputs(case, seed):
                      (case.batch - 1, case.c_in - 1, case.height - 1, case.width - 1)]
         for value, pos in zip(specials, positions):
             x[pos] = value
-    with np.errstate(over="ignore"):
-        return tuple(np.ascontiguousarray(a, dtype=case.dtype) for a in (x, w, b))
+    return check_bf16_normal(case, tuple(ref_mod.from_float32(a, case.dtype)
+                                         for a in (x, w, b)))
+
+
+def check_bf16_normal(case, arrays):
+    """arrays (x, w, bias) unchanged; ValueError if bfloat16 data holds a subnormal."""
+    if case.dtype == "bfloat16":
+        for name, bits in zip(("x", "w", "bias"), arrays):
+            count = bf16_subnormal_count(bits)
+            if count:
+                raise ValueError(f"the generated {name} has {count} bfloat16 subnormals; "
+                                 "the data must avoid them")
+    return arrays
 
 
 # --------------------------------------------------------------------------
 # Running ours
 # --------------------------------------------------------------------------
 def sentinel_buffer(dtype, n):
-    """A flat buffer of n + 2*GUARD elements filled with a quiet-NaN sentinel."""
-    dtype = np.dtype(dtype)
-    bits = {2: (np.uint16, 0x7E5A), 4: (np.uint32, 0x7FC5A5A5)}[dtype.itemsize]
-    buf = np.empty(n + 2 * GUARD, dtype=dtype)
+    """A flat buffer of n + 2*GUARD elements of dtype filled with a quiet-NaN sentinel."""
+    bits = SENTINELS[dtype]
+    buf = np.empty(n + 2 * GUARD, dtype=ref_mod.storage_dtype(dtype))
     buf.view(bits[0])[:] = bits[1]
     return buf, bits
 
@@ -201,7 +343,7 @@ def run_guarded(op, x):
     """Run op into a sentinel-filled buffer; returns (out, problems)."""
     shape = op.output_shape(x.shape)
     n = int(np.prod(shape))
-    buf, (utype, pattern) = sentinel_buffer(op.dtype, n)
+    buf, (utype, pattern) = sentinel_buffer(op.dtype_name, n)
     out = buf[GUARD:GUARD + n].reshape(shape)
     op(x, out=out)
     problems = []
@@ -218,11 +360,14 @@ def same_bytes(a, b):
     return a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
-def first_difference(a, b):
+def first_difference(a, b, dtype):
+    """Where two results of dtype differ bitwise, with the first pair as values."""
     ua = a.view(np.uint16 if a.itemsize == 2 else np.uint32)
     ub = b.view(ua.dtype)
     idx = tuple(int(v) for v in np.argwhere(ua != ub)[0])
-    return f"{int((ua != ub).sum())} elements differ, first at {idx}: {a[idx]!r} vs {b[idx]!r}"
+    va, vb = (float(ref_mod.to_float64(v, dtype)[idx]) for v in (a, b))
+    return (f"{int((ua != ub).sum())} elements differ, first at {idx}: {va!r} vs {vb!r} "
+            f"(bits {int(ua[idx]):#x} vs {int(ub[idx]):#x})")
 
 
 # --------------------------------------------------------------------------
@@ -241,61 +386,120 @@ class Tally:
             self.failed += 1
 
 
+def plan_algorithm(op, shape):
+    """(the plan's "algorithm" line without its label, or None, the whole plan text)."""
+    text = op.describe(shape)
+    for line in text.splitlines():
+        if line.startswith("algorithm"):
+            return line[len("algorithm"):].strip(), text
+    return None, text
+
+
+def algorithm_check(impl, algorithm):
+    """Does the plan's algorithm line fit the impl asked for? Returns (ok, text).
+
+    ok is False only for a contradiction; a plan text without an algorithm
+    line (or impl "auto", which may choose either) gives ok True and says
+    that nothing was verified.
+    """
+    if algorithm is None:
+        return True, "algorithm not verified: the plan text names none"
+    if impl == "auto":
+        return True, f"auto chose {algorithm}"
+    if not algorithm.startswith(ALGORITHM_WORDS[impl]):
+        return False, f"asked for impl {impl}, the plan says '{algorithm}'"
+    return True, algorithm
+
+
 def run_case(case, args, inputs, tally, usable_cpus):
-    x, w, b, reference = inputs.get(case)
-    bias = b if case.bias else None
-    t0 = time.perf_counter()
-    agree, ref_msg, expected = reference.compare_references(bias, case.pool)
-    scale = reference.error_scale(bias, case.pool)
-    t_ref = time.perf_counter() - t0
-    if not agree:
-        tally.report(False, case.name, f"THE REFERENCES DISAGREE, nothing judged: {ref_msg}")
+    """Run one case (one algorithm), judge it and report one line."""
+    data = inputs.get(case)
+    check = inputs.check(case)
+    x, w = data.x, data.w
+    bias = data.b if case.bias else None
+    if not check.agree:
+        tally.report(False, case.name,
+                     f"THE REFERENCES DISAGREE, nothing judged: {check.message}")
         return
 
     problems = []
-    with convpool.Operator(w, bias, case.pool, threads=args.threads, impl=args.impl) as op:
+    with convpool.Operator(w, bias, case.pool, dtype=case.dtype, threads=args.threads,
+                           impl=case.impl) as op:
+        algorithm, plan_text = plan_algorithm(op, x.shape)
         if args.show_tiling:
-            print("       " + op.describe(x.shape).replace("\n", "\n       ").rstrip())
+            print("       " + plan_text.replace("\n", "\n       ").rstrip())
+        algorithm_ok, algorithm_text = algorithm_check(case.impl, algorithm)
+        if not algorithm_ok:
+            problems.append(algorithm_text)
         t0 = time.perf_counter()
         ours, guard_problems = run_guarded(op, x)
         t_ours = time.perf_counter() - t0
         problems += guard_problems
 
     one_shot = convpool.conv2d_maxpool(x, w, bias, case.pool, threads=args.threads,
-                                       impl=args.impl)
+                                       impl=case.impl, dtype=case.dtype)
     if not same_bytes(one_shot, ours):
         problems.append("one-shot call differs from the Operator: "
-                        + first_difference(one_shot, ours))
+                        + first_difference(one_shot, ours, case.dtype))
 
     swept = []
     if args.threads is None and case.flops <= SWEEP_MAX_FLOPS:
         for threads in range(1, 2 * usable_cpus + 1):
-            with convpool.Operator(w, bias, case.pool, threads=threads, impl=args.impl) as op:
+            with convpool.Operator(w, bias, case.pool, dtype=case.dtype, threads=threads,
+                                   impl=case.impl) as op:
                 result = op(x)
             swept.append(threads)
             if not same_bytes(result, ours):
                 problems.append(f"threads={threads} differs from the default: "
-                                + first_difference(result, ours))
+                                + first_difference(result, ours, case.dtype))
                 break
 
-    verdict = ref_mod.judge(ours, expected, scale, case.dtype, case.criterion)
-    ok = verdict.ok and not problems
+    verdict = ref_mod.judge(ours, check.expected, check.scale, case.dtype, case.criterion)
     parts = [f"{ours.size} elements", f"max|d| = {verdict.max_delta:.3g}",
-             f"tol {verdict.tolerance_tag}"]
+             f"tol {verdict.tolerance_tag}", algorithm_text if algorithm_ok else ""]
+    if case.data in ("ties", "overflow ties"):
+        # Every output is exact in float32 and (but for the h/2 channels of
+        # "overflow ties") a tie: it must be the exact value rounded half to
+        # even, bit for bit.
+        ours64 = ref_mod.to_float64(ours, case.dtype)
+        rne = ref_mod.round_to(check.expected, case.dtype)
+        wrong = ~((ours64 == rne) | (np.isnan(ours64) & np.isnan(rne)))
+        if wrong.any():
+            idx = tuple(int(v) for v in np.argwhere(wrong)[0])
+            problems.append(f"{int(wrong.sum())} of {wrong.size} outputs are not the exact "
+                            f"value rounded half to even; first at {idx}: exact "
+                            f"{check.expected[idx]!r}, ours {ours64[idx]!r}, RNE {rne[idx]!r}")
+        else:
+            up = int((np.abs(rne) > np.abs(check.expected)).sum())
+            parts.append(f"all {wrong.size} outputs rounded half to even ({up} away from "
+                         f"zero, {wrong.size - up} toward)")
     if case.data in ("nonfinite", "huge", "tiny"):
-        with np.errstate(over="ignore"):
-            rounded = expected.astype(case.dtype)
-        subnormal = (rounded != 0) & (np.abs(rounded) < np.finfo(case.dtype).tiny)
+        rounded = ref_mod.round_to(check.expected, case.dtype)
+        subnormal = (rounded != 0) & (np.abs(rounded) < ref_mod.smallest_normal(case.dtype))
         parts.append(f"{case.dtype}(ref) has {int(np.isnan(rounded).sum())} NaN, "
                      f"{int(np.isinf(rounded).sum())} inf, {int(subnormal.sum())} subnormal")
     parts.append(verdict.describe_rounding())
     if verdict.n_bad:
         parts.append(f"{verdict.n_bad} bad")
         parts.append(verdict.describe_first())
+    if case.dtype == "bfloat16":
+        if isinstance(check.torch_bf16, str):
+            # torch could not run its bfloat16 layer: the sanity check is skipped,
+            # and says why; the float64 references still judge the result.
+            parts.append(f"torch-bf16 sanity check skipped: {check.torch_bf16}")
+        else:
+            sane, text = ref_mod.compare_loose(ref_mod.to_float64(ours, case.dtype),
+                                               check.torch_bf16, check.scale)
+            if sane:
+                parts.append(f"torch-bf16 {text}")
+            else:
+                problems.append(f"far from torch's bfloat16 layer: {text}")
+    ok = verdict.ok and not problems
     parts += problems
     if swept and not problems:
         parts.append(f"threads 1..{swept[-1]} identical")
-    parts.append(f"[ref {t_ref:.1f}s, ours {t_ours * 1e3:.1f}ms]")
+    ref_time = f"ref {check.seconds:.1f}s" if check.uses == 1 else "ref reused"
+    parts.append(f"[{ref_time}, ours {t_ours * 1e3:.1f}ms]")
     tally.report(ok, case.name, "; ".join(p for p in parts if p))
 
 
@@ -322,37 +526,68 @@ def phases_summary(op):
         for name in ("pack", "compute", "epilogue")) + " of thread time")
 
 
-def run_perf(args, dtypes, tally):
+def bfloat16_support():
+    """(True, "") if the library runs bfloat16, else (False, the library's message).
+
+    Asked by creating a 1x1 operator: the library reports an unsupported
+    dtype there.
+    """
+    try:
+        with convpool.Operator(np.zeros((1, 1, 1, 1), np.uint16), dtype="bfloat16"):
+            return True, ""
+    except convpool.UnsupportedError as exc:
+        return False, exc.message or str(exc)
+
+
+def run_perf(args, dtypes, impls, tally):
     print("=== performance: B=1, 256->256, K=3, bias, [0,1) data; median of the runs ===")
     for dtype in dtypes:
-        for height, width, pool in PERF_SHAPES:
-            case = Case("perf", dtype, 1, 256, 256, height, width, 3, pool, bias=True)
-            x, w, b = make_inputs(case, args.seed)
-            try:
-                with convpool.Operator(w, b, pool, threads=args.threads, impl=args.impl) as op:
-                    if args.show_tiling:
-                        print("       " + op.describe(x.shape).replace("\n", "\n       ").rstrip())
-                    plan = op.plan(x.shape)
-                    out = op(x)                                   # warm-up
-                    runs = args.iters or (5 if height * width > 10000 else 30)
-                    times = []
-                    for _ in range(runs):
-                        t0 = time.perf_counter()
-                        op(x, out=out)
-                        times.append(time.perf_counter() - t0)
-                    phases = phases_summary(op)
-            except convpool.Error as exc:
-                tally.report(False, case.name, f"library error: {exc}")
+        if dtype == "bfloat16":
+            supported, why = bfloat16_support()
+            if not supported:
+                print(f"[skip] bfloat16 performance cases: the library reports bfloat16 "
+                      f"unsupported ({why})")
                 continue
-            t = statistics.median(times)
-            nbytes = x.nbytes + w.nbytes + b.nbytes + out.nbytes
-            spot = ref_mod.spot_check(x, w, b, pool, out, samples=256, seed=args.seed)
-            detail = (f"median {t * 1e3:.2f} ms (min {min(times) * 1e3:.2f}, {runs} runs), "
-                      f"{case.flops / t / 1e9:.1f} GFLOP/s, {nbytes / t / 1e9:.2f} GB/s; "
-                      f"{plan_summary(plan)}; {phases + '; ' if phases else ''}"
-                      "spot check of 256 outputs: "
-                      + ("ok" if spot.ok else f"{spot.n_bad} bad, {spot.describe_first()}"))
-            tally.report(spot.ok, case.name, detail)
+        for height, width, pool in PERF_SHAPES[dtype]:
+            for impl in impls:
+                run_perf_case(args, Case("perf", dtype, 1, 256, 256, height, width, 3, pool,
+                                         bias=True, impl=impl), tally)
+
+
+def run_perf_case(args, case, tally):
+    """Time one performance case and spot-check its output."""
+    x, w, b = make_inputs(case, args.seed)
+    try:
+        with convpool.Operator(w, b, case.pool, dtype=case.dtype, threads=args.threads,
+                               impl=case.impl) as op:
+            algorithm, plan_text = plan_algorithm(op, x.shape)
+            if args.show_tiling:
+                print("       " + plan_text.replace("\n", "\n       ").rstrip())
+            algorithm_ok, algorithm_text = algorithm_check(case.impl, algorithm)
+            plan = op.plan(x.shape)
+            out = op(x)                                   # warm-up
+            runs = args.iters or (5 if case.height * case.width > 10000 else 30)
+            times = []
+            for _ in range(runs):
+                t0 = time.perf_counter()
+                op(x, out=out)
+                times.append(time.perf_counter() - t0)
+            phases = phases_summary(op)
+    except convpool.Error as exc:
+        tally.report(False, case.name, f"library error: {exc}")
+        return
+    t = statistics.median(times)
+    nbytes = x.nbytes + w.nbytes + b.nbytes + out.nbytes
+    spot = ref_mod.spot_check(x, w, b, case.pool, out, samples=256, seed=args.seed,
+                              dtype=case.dtype)
+    detail = (f"{algorithm_text}; "
+              f"median {t * 1e3:.2f} ms (min {min(times) * 1e3:.2f}, {runs} runs), "
+              f"{case.flops / t / 1e9:.1f} GFLOP/s, {nbytes / t / 1e9:.2f} GB/s; "
+              f"{plan_summary(plan)}; {phases + '; ' if phases else ''}"
+              "spot check of 256 outputs: "
+              + ("ok" if spot.ok else f"{spot.n_bad} bad, {spot.describe_first()} "
+                 f"{spot.describe_rounding()}"))
+    tally.report(spot.ok and algorithm_ok, case.name, detail)
 
 
 # --------------------------------------------------------------------------
@@ -363,13 +598,16 @@ def parse_args(argv):
     p.add_argument("--test_maxpool", "--test-maxpool", action="store_true",
                    help="add the pool 2 and pool 3 cases")
     p.add_argument("--perf", action="store_true",
-                   help="run the six performance cases instead of the correctness set")
+                   help="run the performance cases instead of the correctness set")
     p.add_argument("--show-tiling", action="store_true", help="print each case's plan")
     p.add_argument("--threads", type=int, default=None,
                    help="worker threads (default: the library's choice, plus a sweep "
                         "1..2*CPUs on small cases)")
-    p.add_argument("--dtype", choices=("float32", "float16", "all"), default="all")
-    p.add_argument("--impl", choices=sorted(convpool.IMPLS), default="auto")
+    p.add_argument("--dtype", nargs="+", choices=ALL_DTYPES + ("all",), default=["all"],
+                   help="one or more dtypes, or all (default)")
+    p.add_argument("--impl", choices=sorted(convpool.IMPLS) + ["all"], default="all",
+                   help="algorithm: auto (the library's choice), sr, im2col, or all "
+                        f"(default: every case with each of {', '.join(ALL_IMPLS)})")
     p.add_argument("-k", dest="filter", default=None,
                    help="only the cases whose name contains this text")
     p.add_argument("--seed", type=int, default=12345)
@@ -379,7 +617,12 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
-    dtypes = ("float32", "float16") if args.dtype == "all" else (args.dtype,)
+    dtypes = []
+    for name in args.dtype:
+        for dtype in (ALL_DTYPES if name == "all" else (name,)):
+            if dtype not in dtypes:
+                dtypes.append(dtype)
+    impls = ALL_IMPLS if args.impl == "all" else (args.impl,)
     tally = Tally()
     try:
         facts = convpool.info()
@@ -391,19 +634,30 @@ def main(argv=None):
           f"usable CPUs {facts['usable_cpus']}, L1d/L2/L3 {facts['l1d_bytes'] >> 10}/"
           f"{facts['l2_bytes'] >> 10}/{facts['l3_bytes'] >> 10} KiB"
           f"{'' if facts['caches_from_cpuid'] else ' (fallback sizes)'}")
+    print(f"[info] dtypes {', '.join(dtypes)}; algorithms {', '.join(impls)}")
     print("[info] references: NumPy and torch in float64; they must agree before a "
           "result is judged")
     if not args.perf:
         print("[info] tolerances: " + "; ".join(
             f"{ref_mod.TOLERANCE_TAG[key]}: {text}" for key, text in ref_mod.TOLERANCE_TEXT.items()
-            if key[1] != "relative" and key != ("float16", "allclose")))
+            if key[0] in dtypes and key[1] != "relative"
+            and not (key[0] != "float32" and key[1] == "allclose")))
+        if "bfloat16" in dtypes:
+            print("[info] bfloat16 sanity reference: torch's bfloat16 layer, "
+                  f"|ours - torch_bf16| <= {ref_mod.TORCH_BF16_RTOL:g} * sum|x*w|")
 
     if args.perf:
-        run_perf(args, dtypes, tally)
+        run_perf(args, dtypes, impls, tally)
     else:
         inputs = InputCache(args.seed)
         for dtype in dtypes:
-            cases = correctness_cases(dtype, args.quick, args.test_maxpool)
+            if dtype == "bfloat16":
+                supported, why = bfloat16_support()
+                if not supported:
+                    tally.report(False, "bfloat16 cases",
+                                 f"the library reports bfloat16 unsupported: {why}")
+                    continue
+            cases = with_impls(correctness_cases(dtype, args.quick, args.test_maxpool), impls)
             # Group cases that share inputs (stable) so each reference is computed once.
             first_seen = {}
             for case in cases:

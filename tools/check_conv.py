@@ -5,14 +5,17 @@
 
 DIR holds what `convpool --dump-dir DIR` writes: meta.json (dtype, batch,
 in_channels, out_channels, height, width, filter, pool, bias, seed), x.bin,
-w.bin, bias.bin (when bias) and out.bin, raw little-endian arrays in C order.
+w.bin, bias.bin (when bias) and out.bin, raw little-endian arrays in C order
+(dtype float32, float16, or bfloat16 as uint16 bit patterns).
 
-Recomputes the layer with the NumPy and torch references (they must agree),
-judges out.bin with the rules of python/convpool/reference.py, and prints the
+Recomputes the layer with the NumPy and torch references (they must agree)
+on the exact input values (bfloat16: the decoded patterns), judges out.bin
+with the rules of python/convpool/reference.py, and prints the
 tolerance, max |delta|, the number of bad elements, a damage map (bad elements
 per batch, per block of 16 output channels, per pooled row) and how many
 outputs equal the bias exactly (an output equal to its bias means the conv
-contribution was lost).
+contribution was lost). For bfloat16 it also compares out.bin with torch's
+own bfloat16 layer under the loose sanity tolerance (reference.compare_loose).
 
 Exit status: 0 all good; 1 bad elements or the references disagree;
 2 the dump directory is unreadable or inconsistent.
@@ -32,7 +35,7 @@ from convpool import reference as ref_mod  # noqa: E402
 
 META_KEYS = ("dtype", "batch", "in_channels", "out_channels", "height", "width",
              "filter", "pool", "bias", "seed")
-DTYPES = {"float32": "<f4", "float16": "<f2"}
+DTYPES = {"float32": "<f4", "float16": "<f2", "bfloat16": "<u2"}   # storage in the files
 CHANNEL_BLOCK = 16
 
 
@@ -41,7 +44,10 @@ class DumpError(Exception):
 
 
 def load_dump(directory):
-    """Read meta.json and the arrays; returns (meta, x, w, bias or None, out)."""
+    """Read meta.json and the arrays; returns (meta, x, w, bias or None, out).
+
+    The arrays are in the dump's storage dtype (bfloat16: uint16 bit patterns).
+    """
     directory = Path(directory)
     try:
         meta = json.loads((directory / "meta.json").read_text())
@@ -136,10 +142,12 @@ def check(directory, list_bad=5):
     print(f"dump {directory}: {dtype} b{meta['batch']} {meta['in_channels']}->"
           f"{meta['out_channels']} {meta['height']}x{meta['width']} k{meta['filter']} "
           f"pool{pool} {'bias' if meta['bias'] else 'nobias'} seed {meta['seed']}")
+    x, w, bias64 = (ref_mod.to_float64(a, dtype) for a in (x, w, bias))
+    values = ref_mod.to_float64(out, dtype)
     reference = ref_mod.Reference(x, w)
-    agree, message, expected = reference.compare_references(bias, pool)
+    agree, message, expected = reference.compare_references(bias64, pool)
     print(("references: " if agree else "REFERENCES DISAGREE: ") + message)
-    scale = reference.error_scale(bias, pool)
+    scale = reference.error_scale(bias64, pool)
     verdict = ref_mod.judge(out, expected, scale, dtype, "bound")
     print(f"tolerance: {verdict.tolerance_text}")
     print(f"max |delta| = {verdict.max_delta:.6g}; bad elements: {verdict.n_bad} of {out.size}"
@@ -152,18 +160,36 @@ def check(directory, list_bad=5):
     if verdict.n_bad:
         for flat in np.flatnonzero(verdict.bad)[:list_bad]:
             idx = tuple(int(v) for v in np.unravel_index(flat, out.shape))
-            print(f"  bad at (b, co, ph, pw) = {idx}: ours {float(out[idx])!r}, "
+            print(f"  bad at (b, co, ph, pw) = {idx}: ours {float(values[idx])!r}, "
                   f"ref {float(expected[idx])!r}")
-    if bias is not None:
-        equal = out == bias[None, :, None, None]
+    if bias64 is not None:
+        equal = values == bias64[None, :, None, None]
         print(f"outputs equal to their bias exactly: {int(equal.sum())} (a lost conv "
               f"contribution shows here)")
     else:
-        print(f"outputs exactly 0 (no bias): {int((out == 0).sum())} (a lost conv "
+        print(f"outputs exactly 0 (no bias): {int((values == 0).sum())} (a lost conv "
               f"contribution shows here)")
-    ok = agree and verdict.ok
-    print("[ OK ] all elements within tolerance" if ok else
-          "[FAIL] " + ("references disagree" if not agree else f"{verdict.n_bad} bad elements"))
+    sane = True
+    if dtype == "bfloat16":
+        try:
+            torch_bf16 = reference.torch_bfloat16_result(bias64, pool)
+        except (RuntimeError, ValueError) as exc:
+            print(f"torch bfloat16 sanity check skipped: torch could not run it "
+                  f"({type(exc).__name__}: {exc})")
+        else:
+            sane, text = ref_mod.compare_loose(values, torch_bf16, scale)
+            print(f"torch bfloat16 layer (loose, |d| <= {ref_mod.TORCH_BF16_RTOL:g} * "
+                  f"sum|x*w|): " + ("agrees, " if sane else "FAR OFF: ") + text)
+    ok = agree and verdict.ok and sane
+    if ok:
+        print("[ OK ] all elements within tolerance")
+    elif not agree:
+        print("[FAIL] references disagree")
+    elif not verdict.ok:
+        print(f"[FAIL] {verdict.n_bad} bad elements"
+              + ("" if verdict.rounding_ok else "; rounding is not round-to-nearest-even"))
+    else:
+        print("[FAIL] far from torch's bfloat16 layer")
     return 0 if ok else 1
 
 

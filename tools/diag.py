@@ -3,9 +3,10 @@
 
     python3 tools/diag.py [--cli build/bin/convpool] [case flags]
 
-Case flags (as the CLI's): --dtype --batch --in-channels --out-channels
---height --width --filter --pool --bias/--no-bias --seed, and --threads for
-the Q1/Q2 runs (default: the CLI's choice).
+Case flags (as the CLI's): --dtype (float32, float16, bfloat16) --impl
+(auto, sr, im2col; passed to every CLI run) --batch --in-channels
+--out-channels --height --width --filter --pool --bias/--no-bias --seed, and
+--threads for the Q1/Q2 runs (default: the CLI's choice).
 
 Q1 determinism: the CLI runs the case 3 times (--warmup 0 --iters 1
     --dump-dir); out.bin must have the same md5 every time. Different md5s
@@ -62,7 +63,8 @@ class Diag:
 
     def case_flags(self):
         a = self.args
-        return ["--dtype", a.dtype, "--batch", str(a.batch), "--in-channels", str(a.in_channels),
+        return ["--dtype", a.dtype, "--impl", a.impl, "--batch", str(a.batch),
+                "--in-channels", str(a.in_channels),
                 "--out-channels", str(a.out_channels), "--height", str(a.height),
                 "--width", str(a.width), "--filter", str(a.filter), "--pool", str(a.pool),
                 "--bias" if a.bias else "--no-bias", "--seed", str(a.seed)]
@@ -169,7 +171,9 @@ def parse_args(argv):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cli", default=str(REPO / "build" / "bin" / "convpool"),
                    help="path of the convpool CLI (default: build/bin/convpool)")
-    p.add_argument("--dtype", choices=("float32", "float16"), default="float32")
+    p.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
+    p.add_argument("--impl", choices=("auto", "sr", "im2col"), default="auto",
+                   help="algorithm, passed to the CLI (default auto: the library's choice)")
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--in-channels", type=int, default=128)
     p.add_argument("--out-channels", type=int, default=128)
@@ -202,7 +206,8 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(argv)
     workdir = args.workdir or tempfile.mkdtemp(prefix="convpool_diag_")
-    print(f"case: {args.dtype} b{args.batch} {args.in_channels}->{args.out_channels} "
+    print(f"case: {args.dtype} impl {args.impl} b{args.batch} "
+          f"{args.in_channels}->{args.out_channels} "
           f"{args.height}x{args.width} k{args.filter} pool{args.pool} "
           f"{'bias' if args.bias else 'nobias'} seed {args.seed}; CLI {args.cli}; "
           f"dumps in {workdir}")

@@ -12,6 +12,14 @@ same dtype; stride 1, no padding; max pooling P x P with stride P and floor
 sizing; bias added after the max. The result equals
 torch.nn.functional.max_pool2d(torch.nn.functional.conv2d(x, w, bias), P, P).
 
+bfloat16: numpy has no bfloat16 dtype, so bfloat16 tensors are uint16 arrays
+of bit patterns and the dtype is named explicitly (dtype="bfloat16");
+float32_to_bfloat16() and bfloat16_to_float32() convert values and patterns:
+
+    xb, wb = convpool.float32_to_bfloat16(x), convpool.float32_to_bfloat16(w)
+    yb = convpool.conv2d_maxpool(xb, wb, pool=2, dtype="bfloat16")     # uint16
+    y = convpool.bfloat16_to_float32(yb)
+
 Errors: malformed arguments (wrong type, dtype, rank, layout, inconsistent
 shapes) raise TypeError or ValueError before the library is called. Failures
 reported by the library raise a ``convpool.Error`` (a RuntimeError) carrying
@@ -34,6 +42,7 @@ import numpy as np
 
 from . import _native
 from ._native import LibraryNotFoundError
+from .bfloat16 import bfloat16_to_float32, float32_to_bfloat16
 
 __version__ = "0.1.0"
 
@@ -41,6 +50,7 @@ __all__ = [
     "conv2d_maxpool", "Operator", "info", "library_path", "status_string",
     "Error", "InvalidArgumentError", "UnsupportedError", "OutOfMemoryError",
     "InvalidStateError", "InternalError", "LibraryNotFoundError", "IMPLS",
+    "float32_to_bfloat16", "bfloat16_to_float32",
 ]
 
 #: Values accepted by the ``impl`` argument, and the convpool_algo they select.
@@ -192,6 +202,9 @@ def _dtype_name_of(dtype):
         raise TypeError(f"unknown dtype {dtype!r}; use float32, float16 or bfloat16") from None
     if name in ("float32", "float16"):
         return name
+    if name == "uint16":
+        raise TypeError("uint16 arrays are taken as bfloat16 bit patterns only when the dtype "
+                        "is named: pass dtype='bfloat16'")
     raise TypeError(f"dtype {name} is not supported; use float32 or float16 "
                     "(or 'bfloat16' with uint16 bit patterns)")
 
@@ -263,6 +276,26 @@ def _ptr(array):
     return None if array is None else array.ctypes.data
 
 
+def _convert_parameter(array, dtype_name):
+    """Weights or bias converted to the storage of dtype_name (Operator(dtype=...)).
+
+    float32/float16: any numpy array is cast. bfloat16: uint16 arrays are bit
+    patterns and are kept; floating-point arrays are rounded to bfloat16
+    (nearest even). Anything else is returned unchanged, for _check_array to
+    reject with its message.
+    """
+    if not isinstance(array, np.ndarray):
+        return array
+    storage = _DTYPES[dtype_name][1]
+    if array.dtype == storage:
+        return array
+    if dtype_name == "bfloat16":
+        if array.dtype.kind == "f":
+            return float32_to_bfloat16(array)
+        return array
+    return np.ascontiguousarray(array, dtype=storage)
+
+
 # --------------------------------------------------------------------------
 # Operator
 # --------------------------------------------------------------------------
@@ -276,10 +309,12 @@ class Operator:
              construction (the library packs a copy).
     bias     [C_out] or None.
     pool     max pooling window and stride (1 = no pooling).
-    dtype    None: the dtype of w. Otherwise "float32", "float16" (w and bias
-             are converted to it once, here) or "bfloat16" (w, bias and x
-             must then be uint16 bit patterns; a library without bfloat16
-             raises UnsupportedError).
+    dtype    None: the dtype of w (float32 or float16). Otherwise "float32"
+             or "float16" (w and bias are converted to it once, here), or
+             "bfloat16": uint16 w and bias are taken as bfloat16 bit
+             patterns, floating-point ones are rounded to bfloat16 once, here
+             (float32_to_bfloat16); x and out must then be uint16 bit
+             patterns. A library without bfloat16 raises UnsupportedError.
     threads  worker threads; None or 0 = the library's choice (usable CPUs).
     impl     "auto", "sr" (shift-reduce) or "im2col".
     rows_per_item  pooled rows per work item; 0 = the plan decides.
@@ -298,12 +333,8 @@ class Operator:
             dtype_name = _dtype_name_of(w.dtype)
         else:
             dtype_name = _dtype_name_of(dtype)
-            if dtype_name != "bfloat16":
-                storage = _DTYPES[dtype_name][1]
-                if isinstance(w, np.ndarray) and w.dtype != storage:
-                    w = np.ascontiguousarray(w, dtype=storage)
-                if isinstance(bias, np.ndarray) and bias.dtype != storage:
-                    bias = np.ascontiguousarray(bias, dtype=storage)
+            w = _convert_parameter(w, dtype_name)
+            bias = _convert_parameter(bias, dtype_name)
         self.c_out, self.c_in, self.k = _check_weights(w, bias, dtype_name)
         self.pool = _as_int("pool", pool, 1)
         self.dtype_name = dtype_name
@@ -459,18 +490,19 @@ class Operator:
 # --------------------------------------------------------------------------
 # One-shot call
 # --------------------------------------------------------------------------
-def conv2d_maxpool(x, w, bias=None, pool=1, threads=None, impl="auto"):
+def conv2d_maxpool(x, w, bias=None, pool=1, threads=None, impl="auto", dtype=None):
     """max_pool2d(conv2d(x, w, bias), pool, pool) through convpool's one-shot call.
 
     x [B, C_in, H, W], w [C_out, C_in, K, K], bias [C_out] or None: C-contiguous
-    numpy arrays, all float32 or all float16. Returns a new array
-    [B, C_out, (H-K+1)//pool, (W-K+1)//pool] of the same dtype.
+    numpy arrays, all of one dtype. dtype None: that of x (float32 or
+    float16); "float32"/"float16": the arrays must have it; "bfloat16": all
+    three must be uint16 bit patterns (nothing is converted here, unlike
+    Operator). Returns a new array [B, C_out, (H-K+1)//pool, (W-K+1)//pool]
+    of the same storage dtype.
     """
     if not isinstance(x, np.ndarray):
         raise TypeError(f"x must be a numpy.ndarray, got {type(x).__name__}")
-    dtype_name = _dtype_name_of(x.dtype)
-    if dtype_name == "bfloat16":
-        raise TypeError("conv2d_maxpool takes float32 or float16 arrays")
+    dtype_name = _dtype_name_of(x.dtype if dtype is None else dtype)
     c_out, c_in, k = _check_weights(w, bias, dtype_name)
     _check_input(x, dtype_name, c_in)
     pool = _as_int("pool", pool, 1)
@@ -479,7 +511,7 @@ def conv2d_maxpool(x, w, bias=None, pool=1, threads=None, impl="auto"):
     # Floor sizing; nonsensical sizes are left to the library, which names them.
     ph = (height - k + 1) // pool if height >= k else 0
     pw = (width - k + 1) // pool if width >= k else 0
-    out = np.empty((batch, c_out, max(ph, 0), max(pw, 0)), dtype=x.dtype)
+    out = np.empty((batch, c_out, max(ph, 0), max(pw, 0)), dtype=_DTYPES[dtype_name][1])
     status = _lib().convpool_conv2d_maxpool(
         _DTYPES[dtype_name][0], _ptr(x), batch, c_in, height, width, _ptr(w), c_out, k,
         _ptr(bias), pool, _ptr(out), out.nbytes, ctypes.byref(opts))

@@ -26,20 +26,40 @@ max-pooled over the same window, plus |bias|:
   makes the result tiny (fp32 accumulation error dominates the fp16 ulp).
 * Non-finite references: NaN where ref is NaN, exactly ±inf where ref is ±inf.
 
-float16 rounding check: an output is "determined" when the exact value lies
-farther than the fp32 bound (1e-5 * S + 1e-6) from both fp16 rounding
-midpoints; then fp32 accumulation plus one round-to-nearest-even store must
-give exactly fp16(ref). More than 1% of the determined outputs (among those
-within tolerance) rounding otherwise fails the result, even though each is
-within the 1-ulp tolerance (truncation, for example, misrounds about half).
+* bfloat16: the float16 rule with bfloat16 ulps: ours within 1 bf16 ulp of
+  bf16(ref) (the exact result rounded to bfloat16, nearest even, directly from
+  float64), or ``|ours - ref| <= 1e-5 * S + 1e-6 + ulp/2`` where cancellation
+  makes the result tiny. bfloat16 arrays are uint16 bit patterns
+  (convpool.bfloat16); the references run on their decoded values.
+
+float16/bfloat16 rounding check: an output is "determined" when the exact
+value lies farther than the fp32 bound (1e-5 * S + 1e-6) from both rounding
+midpoints of the 16-bit format; then fp32 accumulation plus one
+round-to-nearest-even store must give exactly the rounded reference. More
+than 1% of the determined outputs (among those within tolerance) rounding
+otherwise fails the result, even though each is within the 1-ulp tolerance
+(truncation, for example, misrounds about half).
+
+bfloat16 has a third, loose reference: torch's own bfloat16 layer
+(``Reference.torch_bfloat16_result``: F.conv2d on bfloat16 tensors, then
+max_pool2d). It accumulates and rounds in its own way (bias included), so it
+is only a sanity check: ``|ours - torch_bf16| <= 2**-5 * S`` (a few bf16
+ulps of the scale; ``compare_loose``), NaN and infinities where it has them.
 """
 
 import numpy as np
 
+from .bfloat16 import bfloat16_round_float64, bfloat16_to_float32, float32_to_bfloat16
+
 FLOAT32_RTOL = 1e-5          # per sum|x*w|, for the "bound" criterion
 FLOAT32_ATOL = 1e-6
 REFERENCE_RTOL = 1e-10       # numpy vs torch, both float64, per sum|x*w|
-ROUNDING_MISMATCH_FRACTION = 0.01   # float16: allowed share of misrounded determined outputs
+ROUNDING_MISMATCH_FRACTION = 0.01   # float16/bfloat16: allowed share of misrounded outputs
+TORCH_BF16_RTOL = 2.0 ** -5  # ours vs torch's bfloat16 layer, per S (sanity check only)
+
+DTYPE_NAMES = ("float32", "float16", "bfloat16")
+#: Short names used in reports.
+SHORT_NAMES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
 TOLERANCE_TAG = {
     ("float32", "allclose"): "allclose",
@@ -48,6 +68,9 @@ TOLERANCE_TAG = {
     ("float16", "allclose"): "f16-ulp",
     ("float16", "bound"): "f16-ulp",
     ("float16", "relative"): "f16-ulp-relative",
+    ("bfloat16", "allclose"): "bf16-ulp",
+    ("bfloat16", "bound"): "bf16-ulp",
+    ("bfloat16", "relative"): "bf16-ulp-relative",
 }
 
 TOLERANCE_TEXT = {
@@ -60,7 +83,67 @@ TOLERANCE_TEXT = {
     ("float32", "relative"): "|d| <= 1e-5 * sum|x*w| (no absolute floor; tiny data)",
     ("float16", "relative"): "|ours - fp16(ref)| <= 1 fp16 ulp, or |d| <= 1e-5 * sum|x*w| "
                              "+ ulp/2 (no absolute floor; tiny data)",
+    ("bfloat16", "allclose"): "|ours - bf16(ref)| <= 1 bf16 ulp, or |d| <= 1e-5 * sum|x*w| "
+                              "+ 1e-6 + ulp/2",
+    ("bfloat16", "bound"): "|ours - bf16(ref)| <= 1 bf16 ulp, or |d| <= 1e-5 * sum|x*w| "
+                           "+ 1e-6 + ulp/2",
+    ("bfloat16", "relative"): "|ours - bf16(ref)| <= 1 bf16 ulp, or |d| <= 1e-5 * sum|x*w| "
+                              "+ ulp/2 (no absolute floor; tiny data)",
 }
+
+
+# --------------------------------------------------------------------------
+# dtypes: names, decoding, rounding
+# --------------------------------------------------------------------------
+def dtype_name(dtype):
+    """'float32', 'float16' or 'bfloat16' for a dtype argument (name, numpy dtype or type).
+
+    'bfloat16' must be named: its numpy storage, uint16, is not a float type.
+    """
+    if isinstance(dtype, str) and dtype in DTYPE_NAMES:
+        return dtype
+    name = np.dtype(dtype).name
+    if name not in DTYPE_NAMES:
+        raise ValueError(f"no tolerance rule for dtype {name}")
+    return name
+
+
+def storage_dtype(dtype):
+    """The numpy dtype that holds an array of dtype (uint16 bit patterns for bfloat16)."""
+    name = dtype_name(dtype)
+    return np.dtype(np.uint16 if name == "bfloat16" else name)
+
+
+def to_float64(a, dtype):
+    """The values of an array of dtype as float64 (bfloat16 bit patterns decoded); None stays."""
+    if a is None:
+        return None
+    with np.errstate(invalid="ignore"):       # signalling NaN patterns are NaN, quietly
+        if dtype_name(dtype) == "bfloat16":
+            return bfloat16_to_float32(a).astype(np.float64)
+        return np.asarray(a, dtype=np.float64)
+
+
+def from_float32(a, dtype):
+    """float32 values stored as dtype (float16: numpy's RNE cast; bfloat16: RNE bit patterns)."""
+    if dtype_name(dtype) == "bfloat16":
+        return float32_to_bfloat16(a)
+    with np.errstate(over="ignore"):
+        return np.ascontiguousarray(a, dtype=dtype_name(dtype))
+
+
+def round_to(values, dtype):
+    """float64 values rounded once to dtype (nearest even), returned as float64."""
+    name = dtype_name(dtype)
+    with np.errstate(over="ignore"):
+        if name == "bfloat16":
+            return bfloat16_round_float64(values)
+        return np.asarray(values, np.float64).astype(name).astype(np.float64)
+
+
+def smallest_normal(dtype):
+    """Smallest positive normal number of dtype."""
+    return 2.0 ** -126 if dtype_name(dtype) == "bfloat16" else float(np.finfo(dtype).tiny)
 
 
 # --------------------------------------------------------------------------
@@ -132,6 +215,7 @@ class Reference:
         self._conv = None
         self._abs_conv = None
         self._torch = {}
+        self._torch_bf16 = {}
 
     @property
     def conv(self):
@@ -167,6 +251,31 @@ class Reference:
                 self._torch[key] = F.conv2d(xt, wt, bt)
         with torch.no_grad():
             return F.max_pool2d(self._torch[key], pool, pool).numpy()
+
+    def torch_bfloat16_result(self, bias, pool):
+        """torch's own bfloat16 layer on these inputs, as float64 (a loose reference).
+
+        x, w and bias must hold bfloat16 values (decoded bit patterns), so the
+        conversion to torch.bfloat16 is exact. F.conv2d runs on bfloat16
+        tensors (torch's CPU kernels accumulate, add the bias and round in
+        their own way), then max_pool2d; the conv is cached per bias.
+        """
+        import torch
+        import torch.nn.functional as F
+        key = None if bias is None else np.asarray(bias, dtype=np.float64).tobytes()
+        if key not in self._torch_bf16:
+            xt = torch.from_numpy(self.x).to(torch.bfloat16)
+            wt = torch.from_numpy(self.w).to(torch.bfloat16)
+            bt = (None if bias is None
+                  else torch.from_numpy(np.asarray(bias, np.float64)).to(torch.bfloat16))
+            for name, t, src in (("x", xt, self.x), ("w", wt, self.w)):
+                if not np.array_equal(t.double().numpy(), src, equal_nan=True):
+                    raise ValueError(f"{name} does not hold bfloat16 values: the torch "
+                                     "bfloat16 reference would see other inputs")
+            with torch.no_grad():
+                self._torch_bf16[key] = F.conv2d(xt, wt, bt)
+        with torch.no_grad():
+            return F.max_pool2d(self._torch_bf16[key], pool, pool).double().numpy()
 
     def error_scale(self, bias, pool):
         """S: sum|x*w| max-pooled over each window (finite conv values only) + |bias|.
@@ -224,6 +333,7 @@ class Verdict:
     """Outcome of judge(): ok, bad mask and the facts a report prints."""
 
     def __init__(self, bad, max_delta, first_bad, ours, ref, tol, key, rounding):
+        self.dtype = key[0]
         self.bad = bad                    # bool array, shape of the output
         self.n_bad = int(bad.sum())
         self.max_delta = max_delta        # max |ours - ref| where both are finite
@@ -233,16 +343,17 @@ class Verdict:
         self.tol_at_first = tol
         self.tolerance_text = TOLERANCE_TEXT[key]   # the rule in words
         self.tolerance_tag = TOLERANCE_TAG[key]     # its short name
-        self.rounding = rounding          # float16: (misrounded, determined), else None
+        self.rounding = rounding          # 16-bit: (misrounded, determined), else None
         self.rounding_ok = (rounding is None
                             or rounding[0] <= ROUNDING_MISMATCH_FRACTION * rounding[1])
         self.ok = self.n_bad == 0 and self.rounding_ok
 
     def describe_rounding(self):
-        """'fp16 RNE: m of n determined elements differ' (float16 only), else ''."""
+        """'fp16 RNE: m of n determined elements differ' (16-bit dtypes only), else ''."""
         if self.rounding is None:
             return ""
-        text = f"fp16 RNE: {self.rounding[0]} of {self.rounding[1]} determined elements differ"
+        text = (f"{SHORT_NAMES[self.dtype]} RNE: {self.rounding[0]} of {self.rounding[1]} "
+                "determined elements differ")
         return text if self.rounding_ok else text + " (TOO MANY: rounding is not RNE)"
 
     def describe_first(self):
@@ -257,16 +368,56 @@ def half_ulp_units(values16):
     return np.spacing(np.abs(values16.astype(np.float16))).astype(np.float64)
 
 
+def bfloat16_ulp(values):
+    """The bf16 ulp at each bfloat16 value (spacing to the next larger magnitude), float64.
+
+    2**(e-8) for |v| = m * 2**e with 0.5 <= m < 1, never below the subnormal
+    spacing 2**-133 (zero included); finite at the largest bfloat16 (2**120).
+    """
+    v = np.asarray(values, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        _, exponent = np.frexp(v)
+        exponent = np.where(v == 0, -125, np.maximum(exponent, -125))
+    return np.ldexp(1.0, exponent - 8)
+
+
+def bfloat16_neighbours(values):
+    """(below, above): the bfloat16 numbers next to each finite bfloat16 value, float64.
+
+    Stepping the bit pattern by one moves one bf16 ulp in magnitude (across
+    binades too); zero of either sign has the smallest subnormals on both
+    sides, and stepping up from the largest finite value gives inf.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    bits = float32_to_bfloat16(v).astype(np.int32)
+    magnitude = bits & 0x7FFF
+    negative = (bits & 0x8000) != 0
+    # Within one sign the magnitude grows with the pattern.
+    away = bits + 1
+    toward = np.where(magnitude == 0, (bits ^ 0x8000) + 1, bits - 1)   # across zero
+    up = np.where(negative, toward, away)
+    down = np.where(negative, away, toward)
+    with np.errstate(invalid="ignore"):
+        below = bfloat16_to_float32(down.astype(np.uint16)).astype(np.float64)
+        above = bfloat16_to_float32(up.astype(np.uint16)).astype(np.float64)
+    return below, above
+
+
 def judge(ours, ref, scale, dtype, criterion="bound"):
-    """Compare ours (float32/float16 array) with the float64 reference ref.
+    """Compare ours (a float32/float16 array, or bfloat16 bit patterns) with the float64 ref.
 
     scale: the error scale S of each element (Reference.error_scale).
-    dtype: "float32" or "float16". criterion: "allclose" (float32; float16 uses
+    dtype: "float32", "float16" or "bfloat16" (ours as uint16 bit patterns or
+    as decoded values). criterion: "allclose" (float32; the 16-bit dtypes use
     "bound"), "bound" or "relative" (no absolute floor).
     Returns a Verdict.
     """
-    dtype = np.dtype(dtype).name
-    o = np.asarray(ours).astype(np.float64)
+    dtype = dtype_name(dtype)
+    ours = np.asarray(ours)
+    if dtype == "bfloat16" and ours.dtype == np.uint16:
+        ours = bfloat16_to_float32(ours)
+    with np.errstate(invalid="ignore"):       # signalling NaN patterns are NaN, quietly
+        o = ours.astype(np.float64)
     ref = np.asarray(ref, dtype=np.float64)
     scale = np.asarray(scale, dtype=np.float64)
     if o.shape != ref.shape:
@@ -310,6 +461,19 @@ def judge(ours, ref, scale, dtype, criterion="bound"):
             margin = np.minimum(e - (r + lower) / 2, (r + upper) / 2 - e)
             determined = np.isfinite(r) & (margin > t32) & good
             rounding = (int((determined & (of != r)).sum()), int(determined.sum()))
+        elif dtype == "bfloat16":
+            r = bfloat16_round_float64(e)        # the exact value rounded once to bf16
+            ulp = bfloat16_ulp(r)
+            near_half = np.abs(of - r) <= ulp
+            t32 = FLOAT32_RTOL * s + atol
+            t = t32 + 0.5 * ulp
+            good = (of == r) | near_half | (d <= t)      # of == r covers overflow to inf
+            t = np.maximum(t, ulp)
+            # Rounding check, as for float16.
+            lower, upper = bfloat16_neighbours(np.where(np.isfinite(r), r, 0.0))
+            margin = np.minimum(e - (r + lower) / 2, (r + upper) / 2 - e)
+            determined = np.isfinite(r) & (margin > t32) & good
+            rounding = (int((determined & (of != r)).sum()), int(determined.sum()))
         else:
             raise ValueError(f"no tolerance rule for dtype {dtype}")
     ok[fin] = good
@@ -329,13 +493,17 @@ def judge(ours, ref, scale, dtype, criterion="bound"):
 # --------------------------------------------------------------------------
 # Spot check (cheap, for large runs whose full reference would be too slow)
 # --------------------------------------------------------------------------
-def spot_check(x, w, bias, pool, ours, samples=256, seed=0):
+def spot_check(x, w, bias, pool, ours, samples=256, seed=0, dtype=None):
     """Judge `samples` random output elements against an exact float64 recompute.
 
     For each sampled (b, co, ph, pw) the P x P conv values of its window are
-    computed as direct dot products in float64. Returns a Verdict over the
-    samples (first_bad holds the output index).
+    computed as direct dot products in float64. dtype: None for the dtype of
+    ours (float32/float16); "bfloat16" when x, w, bias and ours are bit
+    patterns. Returns a Verdict over the samples (first_bad holds the output
+    index).
     """
+    dtype = dtype_name(ours.dtype if dtype is None else dtype)
+    x, w, bias = (to_float64(a, dtype) for a in (x, w, bias))
     rng = np.random.default_rng(seed)
     k = w.shape[2]
     n = min(samples, ours.size)
@@ -359,7 +527,44 @@ def spot_check(x, w, bias, pool, ours, samples=256, seed=0):
             best += float(bias[co])
             best_scale += abs(float(bias[co]))
         ref[s], scale[s] = best, best_scale
-    verdict = judge(ours[idx], ref, scale, ours.dtype, "bound")
+    verdict = judge(ours[idx], ref, scale, dtype, "bound")
     if verdict.first_bad is not None:
         verdict.first_bad = tuple(int(v[verdict.first_bad[0]]) for v in idx)
     return verdict
+
+
+# --------------------------------------------------------------------------
+# Loose comparison (ours against torch's bfloat16 layer)
+# --------------------------------------------------------------------------
+def compare_loose(ours, other, scale, rtol=TORCH_BF16_RTOL, atol=0.0):
+    """Sanity comparison of two float64 results: returns (ok, message).
+
+    NaN positions must match, infinities must be equal, finite values must
+    satisfy |ours - other| <= rtol * S + atol (S: Reference.error_scale).
+    """
+    ours = np.asarray(ours, np.float64)
+    other = np.asarray(other, np.float64)
+    if ours.shape != other.shape:
+        return False, f"shapes differ: ours {ours.shape}, other {other.shape}"
+    nan_o, nan_t = np.isnan(ours), np.isnan(other)
+    if not np.array_equal(nan_o, nan_t):
+        where = tuple(int(v) for v in np.argwhere(nan_o != nan_t)[0])
+        return False, (f"NaN positions differ ({int((nan_o != nan_t).sum())} elements), "
+                       f"first at {where}: ours {ours[where]!r}, other {other[where]!r}")
+    inf = np.isinf(ours) | np.isinf(other)
+    if not np.array_equal(ours[inf], other[inf]):
+        where = tuple(int(v) for v in np.argwhere(inf & (ours != other))[0])
+        return False, (f"infinities differ, first at {where}: ours {ours[where]!r}, "
+                       f"other {other[where]!r}")
+    finite = np.isfinite(ours) & np.isfinite(other)
+    with np.errstate(invalid="ignore"):
+        delta = np.where(finite, np.abs(ours - other), 0.0)
+    tol = rtol * np.asarray(scale, np.float64) + atol
+    bad = finite & ~(delta <= tol)
+    max_delta = float(delta.max()) if delta.size else 0.0
+    if bad.any():
+        where = tuple(int(v) for v in np.argwhere(bad)[0])
+        return False, (f"{int(bad.sum())} elements differ by more than {rtol:.3g} * S, max "
+                       f"|d| = {max_delta:.3g}; first at {where}: ours {ours[where]!r}, "
+                       f"other {other[where]!r}, tol {tol[where]:.3g}")
+    return True, f"max|d| = {max_delta:.3g}"

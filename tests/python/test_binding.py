@@ -38,7 +38,7 @@ class TestInfo(unittest.TestCase):
     def test_info(self):
         facts = convpool.info()
         self.assertEqual(facts["version"], convpool.__version__)
-        self.assertIn(facts["isa"], ("avx512f", "avx2", "scalar"))
+        self.assertIn(facts["isa"], ("avx512bf16", "avx512f", "avx2", "scalar"))
         self.assertGreaterEqual(facts["usable_cpus"], 1)
         for key in ("l1d_bytes", "l2_bytes", "l3_bytes"):
             self.assertGreater(facts[key], 0, key)
@@ -175,13 +175,12 @@ class TestOperator(unittest.TestCase):
     def test_impl_values(self):
         with convpool.Operator(self.w, impl="sr") as op:
             want = op(self.x)
-        try:
-            with convpool.Operator(self.w, impl="im2col") as op:
-                got = op(self.x)
-        except convpool.UnsupportedError as exc:
-            self.assertTrue(exc.message, "an unsupported algorithm must say why")
-        else:
-            np.testing.assert_allclose(got, want, rtol=1e-5)
+            self.assertIn("shift-reduce", op.describe(self.x.shape).splitlines()[0])
+        with convpool.Operator(self.w, impl="im2col") as op:
+            got = op(self.x)
+            self.assertIn("im2col", op.describe(self.x.shape).splitlines()[0])
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+        np.testing.assert_allclose(got, expected(self.x, self.w), rtol=1e-5)
         with self.assertRaises(ValueError):
             convpool.Operator(self.w, impl="winograd")
 
@@ -238,16 +237,225 @@ class TestErrors(unittest.TestCase):
                 op(data((1, 3, 3, 8)))                               # conv output 1 row < pool
             np.testing.assert_allclose(op(self.x), expected(self.x, self.w, None, 2), rtol=1e-5)
 
-    def test_bfloat16_unsupported(self):
-        bits = np.zeros((4, 3, 3, 3), dtype=np.uint16)
-        try:
-            op = convpool.Operator(bits, dtype="bfloat16")
-        except convpool.UnsupportedError as exc:
-            self.assertEqual(exc.status, 2)
-            self.assertTrue(exc.message)
-        else:
-            op.close()
-            self.skipTest("this build supports bfloat16; its accuracy is not covered here")
+    def test_bfloat16_argument_checks(self):
+        xb = convpool.float32_to_bfloat16(self.x)
+        wb = convpool.float32_to_bfloat16(self.w)
+        cases = [
+            # uint16 without dtype="bfloat16" is not guessed to be bfloat16.
+            (TypeError, lambda: convpool.conv2d_maxpool(xb, wb)),
+            (TypeError, lambda: convpool.Operator(wb)),
+            # dtype="bfloat16" needs bit patterns for x; the one-shot call converts nothing.
+            (TypeError, lambda: convpool.conv2d_maxpool(self.x, wb, dtype="bfloat16")),
+            (TypeError, lambda: convpool.conv2d_maxpool(xb, self.w, dtype="bfloat16")),
+            (TypeError, lambda: convpool.conv2d_maxpool(xb, wb, np.zeros(4, np.float32),
+                                                        dtype="bfloat16")),
+            # Integer weights are neither values nor bit patterns.
+            (TypeError, lambda: convpool.Operator(wb.astype(np.int32), dtype="bfloat16")),
+            (TypeError, lambda: convpool.conv2d_maxpool(xb, wb, dtype="bfloat15")),
+        ]
+        for i, (exc, call) in enumerate(cases):
+            with self.subTest(i=i):
+                with self.assertRaises(exc):
+                    call()
+        with convpool.Operator(wb, dtype="bfloat16") as op:
+            with self.assertRaises(TypeError):
+                op(self.x)                                              # float32 input
+            with self.assertRaises(TypeError):
+                op(xb, out=np.empty(op.output_shape(xb.shape), np.float16))
+
+
+def bf16_oracle(values32):
+    """bfloat16 bits of float32 values, nearest even, by comparing the two candidates.
+
+    Independent of convpool.bfloat16's bit arithmetic: the candidates are the
+    pattern truncated toward zero and the next one up in magnitude; the
+    distances are exact in float64, and a tie picks the even pattern. Finite
+    inputs only.
+    """
+    bits = np.asarray(values32, np.float32).view(np.uint32)
+    low = (bits >> 16).astype(np.int64)
+    high = low + 1                      # next magnitude (may be the infinity pattern)
+    v = np.asarray(values32, np.float32).astype(np.float64)
+
+    def decode(b):
+        return (b.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+    d_low = np.abs(v - decode(low))
+    with np.errstate(invalid="ignore"):
+        d_high = np.abs(decode(high) - v)
+    # Past the largest finite bfloat16 "high" is infinity: measure to 2**128 instead.
+    d_high = np.where(np.isinf(decode(high)), np.abs(2.0 ** 128 - np.abs(v)), d_high)
+    pick_high = (d_high < d_low) | ((d_high == d_low) & (low % 2 == 1))
+    return np.where(pick_high, high, low).astype(np.uint16)
+
+
+class TestBfloat16Conversions(unittest.TestCase):
+    """convpool.float32_to_bfloat16 and convpool.bfloat16_to_float32."""
+
+    def test_every_pattern_round_trips(self):
+        bits = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+        values = convpool.bfloat16_to_float32(bits)
+        self.assertEqual(values.dtype, np.float32)
+        self.assertEqual(values.shape, bits.shape)
+        nan = np.isnan(values)
+        self.assertEqual(int(nan.sum()), 2 * 127)       # exponent all ones, significand != 0
+        with np.errstate(invalid="ignore"):          # signalling NaN patterns
+            wide = values.astype(np.float64)
+        for source in (values, wide):
+            back = convpool.float32_to_bfloat16(source)
+            self.assertEqual(back.dtype, np.uint16)
+            np.testing.assert_array_equal(back[~nan], bits[~nan])
+            self.assertTrue(np.isnan(convpool.bfloat16_to_float32(back[nan])).all())
+        # Decoding is exact: the low 16 bits of each float32 are zero.
+        np.testing.assert_array_equal(values.view(np.uint32) >> 16, bits)
+
+    def test_ties_round_to_even(self):
+        one = 1.0
+        cases = [
+            (one + 2.0 ** -8, 0x3F80),          # halfway 1 / 1+2^-7: down to the even 1
+            (one + 3 * 2.0 ** -8, 0x3F82),      # halfway 1+2^-7 / 1+2^-6: up to the even one
+            (-(one + 2.0 ** -8), 0xBF80),
+            (-(one + 3 * 2.0 ** -8), 0xBF82),
+            (one + 2.0 ** -8 + 2.0 ** -20, 0x3F81),   # just above the tie: up
+            (one + 2.0 ** -8 - 2.0 ** -20, 0x3F80),   # just below: down
+            (2.0 ** -126 * (1 + 2.0 ** -8), 0x0080),  # tie at the smallest normal
+            (3 * 2.0 ** -134, 0x0002),          # tie between subnormals 1 and 2: to 2
+            (2.0 ** -134, 0x0000),              # half the smallest subnormal: to 0
+        ]
+        for value, want in cases:
+            for dtype in (np.float32, np.float64):
+                with self.subTest(value=value, dtype=dtype):
+                    got = convpool.float32_to_bfloat16(np.array([value], dtype))
+                    self.assertEqual(int(got[0]), want, hex(int(got[0])))
+
+    def test_matches_an_independent_oracle(self):
+        rng = np.random.default_rng(7)
+        bits = rng.integers(0, 1 << 32, size=200_000, dtype=np.uint64).astype(np.uint32)
+        # Every pattern whose low half is a tie or next to one, in a few binades.
+        highs = np.array([0x0000, 0x0001, 0x007F, 0x0080, 0x3F80, 0x3F81, 0x7F7E, 0x7F7F,
+                          0x8001, 0xBF80, 0xFF7F], dtype=np.uint32)
+        lows = np.array([0x0000, 0x0001, 0x7FFF, 0x8000, 0x8001, 0xFFFF], dtype=np.uint32)
+        edges = ((highs[:, None] << 16) | lows[None, :]).ravel()
+        values = np.concatenate([bits, edges]).view(np.float32)
+        values = values[np.isfinite(values)]
+        np.testing.assert_array_equal(convpool.float32_to_bfloat16(values), bf16_oracle(values))
+
+    def test_nan_and_infinities(self):
+        f32 = np.array([np.inf, -np.inf, np.nan, -np.nan, -0.0, 0.0], np.float32)
+        got = convpool.float32_to_bfloat16(f32)
+        self.assertEqual([int(v) for v in got[[0, 1, 4, 5]]], [0x7F80, 0xFF80, 0x8000, 0x0000])
+        self.assertTrue(np.isnan(convpool.bfloat16_to_float32(got[2:4])).all())
+        # NaN payloads only in the low half, quiet or signalling, stay NaN (not infinity).
+        payloads = np.array([0x7F800001, 0xFF800001, 0x7FC00000, 0x7F80FFFF], np.uint32)
+        bits = convpool.float32_to_bfloat16(payloads.view(np.float32))
+        back = convpool.bfloat16_to_float32(bits)
+        self.assertTrue(np.isnan(back).all(), back)
+        # Overflow: float32 max is past the bfloat16 overflow midpoint; the largest
+        # bfloat16 itself is kept; the midpoint ties to the even infinity.
+        top = float(convpool.bfloat16_to_float32(np.uint16(0x7F7F)))
+        big = np.array([np.finfo(np.float32).max, top, -top, top + 2.0 ** 119,
+                        top + 2.0 ** 118], np.float64)
+        self.assertEqual([int(v) for v in convpool.float32_to_bfloat16(big)],
+                         [0x7F80, 0x7F7F, 0xFF7F, 0x7F80, 0x7F7F])
+        self.assertEqual([int(v) for v in convpool.float32_to_bfloat16(big.astype(np.float32))],
+                         [0x7F80, 0x7F7F, 0xFF7F, 0x7F80, 0x7F7F])
+        self.assertEqual(int(convpool.float32_to_bfloat16(np.float64(1e300))), 0x7F80)
+
+    def test_float64_is_rounded_once(self):
+        # 1 + 2^-8 + 2^-30 rounds to 1 + 2^-8 in float32, a tie that then goes down to 1;
+        # rounded directly it is above the tie and goes up.
+        value = 1.0 + 2.0 ** -8 + 2.0 ** -30
+        self.assertEqual(int(convpool.float32_to_bfloat16(np.float64(value))), 0x3F81)
+        self.assertEqual(int(convpool.float32_to_bfloat16(np.float32(value))), 0x3F80)
+        self.assertEqual(int(convpool.float32_to_bfloat16([value])[0]), 0x3F81)
+
+    def test_shapes_and_argument_types(self):
+        a = data((2, 3, 4), seed=5)
+        self.assertEqual(convpool.float32_to_bfloat16(a).shape, (2, 3, 4))
+        self.assertEqual(convpool.float32_to_bfloat16(a.T).shape, (4, 3, 2))     # strided
+        np.testing.assert_array_equal(convpool.float32_to_bfloat16(a.T),
+                                      convpool.float32_to_bfloat16(a).T)
+        zero_d = convpool.float32_to_bfloat16(np.float32(1.0))
+        self.assertIsInstance(zero_d, np.ndarray)
+        self.assertEqual((zero_d.shape, int(zero_d)), ((), 0x3F80))
+        self.assertEqual(convpool.bfloat16_to_float32([0x3F80, 0xC000]).tolist(), [1.0, -2.0])
+        self.assertEqual(convpool.float32_to_bfloat16(a.astype(np.float16)).dtype, np.uint16)
+        with self.assertRaises(TypeError):
+            convpool.bfloat16_to_float32(np.ones(3, np.float32))
+        with self.assertRaises(ValueError):
+            convpool.bfloat16_to_float32([70000])
+        with self.assertRaises(TypeError):
+            convpool.float32_to_bfloat16(np.array(["1.0"]))
+
+
+class TestBfloat16Layer(unittest.TestCase):
+    """dtype="bfloat16" through the Operator and the one-shot call."""
+
+    def setUp(self):
+        rng = np.random.default_rng(11)
+        self.x32 = (rng.random((2, 5, 9, 8), dtype=np.float32) * 2 - 1)
+        self.w32 = (rng.random((7, 5, 3, 3), dtype=np.float32) * 2 - 1)
+        self.b32 = (rng.random(7, dtype=np.float32) * 2 - 1)
+        self.x, self.w, self.b = (convpool.float32_to_bfloat16(a)
+                                  for a in (self.x32, self.w32, self.b32))
+
+    def decoded(self, *arrays):
+        return [convpool.bfloat16_to_float32(a).astype(np.float64) for a in arrays]
+
+    def test_operator_and_one_shot(self):
+        x, w, b = self.decoded(self.x, self.w, self.b)
+        want = expected(x, w, b, 2)
+        scale = reference.add_bias(reference.max_pool_numpy(
+            reference.conv2d_numpy(np.abs(x), np.abs(w)), 2), np.abs(b))
+        for impl in ("sr", "im2col"):
+            with self.subTest(impl=impl):
+                with convpool.Operator(self.w, self.b, pool=2, dtype="bfloat16",
+                                       impl=impl) as op:
+                    self.assertEqual(op.dtype, np.uint16)
+                    self.assertEqual(op.dtype_name, "bfloat16")
+                    y = op(self.x)
+                self.assertEqual((y.dtype, y.shape), (np.uint16, (2, 7, 3, 3)))
+                got = convpool.bfloat16_to_float32(y).astype(np.float64)
+                # Within a bf16 ulp (2^-7 relative) of the exact result, plus fp32 error.
+                np.testing.assert_array_less(np.abs(got - want), 2.0 ** -7 * scale + 1e-6)
+                one_shot = convpool.conv2d_maxpool(self.x, self.w, self.b, pool=2, impl=impl,
+                                                   dtype="bfloat16")
+                self.assertEqual(one_shot.dtype, np.uint16)
+                self.assertEqual(one_shot.tobytes(), y.tobytes())
+
+    def test_sizes_change_between_runs(self):
+        w, b = self.decoded(self.w, self.b)
+        with convpool.Operator(self.w, self.b, pool=1, dtype="bfloat16") as op:
+            for shape in ((1, 5, 3, 3), (3, 5, 12, 7), (1, 5, 4, 40)):
+                xb = convpool.float32_to_bfloat16(data(shape, seed=sum(shape)))
+                got = convpool.bfloat16_to_float32(op(xb)).astype(np.float64)
+                (x,) = self.decoded(xb)
+                scale = reference.add_bias(reference.conv2d_numpy(np.abs(x), np.abs(w)),
+                                           np.abs(b))
+                np.testing.assert_array_less(np.abs(got - expected(x, w, b)),
+                                             2.0 ** -7 * scale + 1e-6)
+
+    def test_float_weights_are_rounded_once(self):
+        with convpool.Operator(self.w, self.b, dtype="bfloat16") as op:
+            want = op(self.x)
+        for w, b in ((self.w32, self.b32), (self.w32.astype(np.float64), self.b32)):
+            with self.subTest(dtype=w.dtype):
+                with convpool.Operator(w, b, dtype="bfloat16") as op:
+                    self.assertEqual(op(self.x).tobytes(), want.tobytes())
+
+    def test_store_rounds_half_to_even(self):
+        # K=1, C_in=1: y = x + b exactly in float32; x in [1, 2) on the bf16 grid and
+        # b = 2^-8 put every output halfway between two bfloat16 numbers.
+        m = np.arange(128, 256, dtype=np.float64)
+        x = convpool.float32_to_bfloat16((m / 128).reshape(1, 1, 8, 16))
+        w = convpool.float32_to_bfloat16(np.ones((1, 1, 1, 1)))
+        b = convpool.float32_to_bfloat16(np.array([2.0 ** -8]))
+        for impl in ("sr", "im2col"):
+            with self.subTest(impl=impl):
+                y = convpool.conv2d_maxpool(x, w, b, impl=impl, dtype="bfloat16")
+                # Ties go to the even pattern: m even stays, m odd goes up.
+                want = convpool.float32_to_bfloat16((m + m % 2) / 128).reshape(1, 1, 8, 16)
+                np.testing.assert_array_equal(y, want)
 
 
 class TestLibraryLookup(unittest.TestCase):
