@@ -48,7 +48,8 @@ typedef enum convpool_status {
 typedef enum convpool_dtype {
   CONVPOOL_FLOAT32 = 0,  /**< IEEE binary32 */
   CONVPOOL_FLOAT16 = 1,  /**< IEEE binary16 storage; fp32 products and accumulation */
-  CONVPOOL_BFLOAT16 = 2  /**< bfloat16 storage; fp32 products and accumulation */
+  CONVPOOL_BFLOAT16 = 2  /**< bfloat16 storage; fp32 products and accumulation (the
+                              AVX512_BF16 kernel treats subnormal bf16 inputs as zero) */
 } convpool_dtype;
 
 /** Algorithm. */

@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,11 +199,14 @@ static char *join(const char *dir, const char *name) {
 
 static void *read_file(const char *dir, const char *name, size_t expect, int exact, size_t *got) {
   char *path = join(dir, name);
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) die(EXIT_USAGE, "cannot open %s: %s", path, strerror(errno));
+  /* O_NONBLOCK: opening a FIFO without a writer must not hang; it is refused below. */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) die(EXIT_USAGE, "cannot open %s: %s", path, strerror(errno));
   struct stat st;
-  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode))
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
     die(EXIT_USAGE, "%s is not a regular file", path);
+  FILE *f = fdopen(fd, "rb");
+  if (f == NULL) die(1, "cannot read %s: %s", path, strerror(errno));
   size_t size = (size_t)st.st_size;
   if (exact && size != expect)
     die(EXIT_USAGE, "%s has %zu bytes, meta.json implies %zu", path, size, expect);

@@ -59,7 +59,8 @@ static int cp_json_string(cp_json *j, char *out, size_t cap) {
       if (j->pos + 1 >= j->len) return cp_json_error(j, "unterminated escape");
       char e = j->s[j->pos + 1];
       if (e != '"' && e != '\\' && e != '/')
-        return cp_json_error(j, "unsupported escape \\%c", e);
+        return cp_json_error(j, "unsupported escape (byte 0x%02x after a backslash)",
+                             (unsigned)(unsigned char)e);
       if (n + 1 < cap) out[n++] = e;
       j->pos += 2;
       continue;
