@@ -196,7 +196,10 @@ typedef struct convpool_run_stats {
   int threads;             /**< threads used */
 } convpool_run_stats;
 
-/** Statistics of the operator's last successful run (zeros before the first). */
+/**
+ * Statistics of the operator's last successful run (zeros before the first).
+ * Returns CONVPOOL_INVALID_STATE while a run of the operator is in progress.
+ */
 CONVPOOL_API convpool_status convpool_op_last_run_stats(const convpool_op *op,
                                                         convpool_run_stats *stats);
 

@@ -35,7 +35,8 @@ struct convpool_op {
   convpool_algo algo; /* shift-reduce or im2col (auto resolved at create) */
   int auto_algo;      /* the algorithm was chosen by the library */
   int has_bias;
-  const convpool_allocator *allocator;
+  convpool_allocator allocator_copy; /* the caller's struct need not outlive the op */
+  const convpool_allocator *allocator; /* &allocator_copy */
   const cp_sr_ukernel *uk;
   cp_widen_fn widen;   /* 16-bit dtype -> fp32 rows (panel packing); NULL for fp32 */
   cp_narrow_fn narrow; /* fp32 -> 16-bit dtype rows (the store); NULL for fp32 */
@@ -376,7 +377,8 @@ convpool_status convpool_op_create(convpool_dtype dtype, const void *weights, co
   op->auto_algo = o->algo == CONVPOOL_ALGO_AUTO;
   op->algo = op->auto_algo ? CONVPOOL_ALGO_SHIFT_REDUCE : o->algo;
   op->has_bias = bias != NULL;
-  op->allocator = a;
+  op->allocator_copy = *a;
+  op->allocator = a = &op->allocator_copy;
   op->uk = uk;
   op->widen = cp_widen_select(dtype, cpu->isa);
   op->narrow = cp_narrow_select(dtype, cpu->isa);
@@ -821,7 +823,13 @@ convpool_status convpool_op_last_run_stats(const convpool_op *op, convpool_run_s
   cp_clear_error();
   if (!cp_op_valid(op)) return cp_fail(CONVPOOL_INVALID_STATE, "op is NULL or not a live operator");
   if (stats == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "stats is NULL");
+  convpool_op *mut = (convpool_op *)op; /* the busy flag is the operator's lock */
+  int idle = 0;
+  if (!atomic_compare_exchange_strong(&mut->busy, &idle, 1))
+    return cp_fail(CONVPOOL_INVALID_STATE, "op %p is running; read its statistics after the run",
+                   (const void *)op);
   *stats = op->last_stats;
+  atomic_store(&mut->busy, 0);
   return CONVPOOL_SUCCESS;
 }
 

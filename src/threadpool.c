@@ -78,7 +78,7 @@ convpool_status cp_threadpool_create(int threads, const convpool_allocator *a,
   if (pthread_mutex_init(&p->lock, NULL) != 0) goto error_mutex;
   if (pthread_cond_init(&p->work_ready, NULL) != 0) goto error_ready;
   if (pthread_cond_init(&p->work_done, NULL) != 0) goto error_done;
-  cp_worker_arg *args = (cp_worker_arg *)(p->workers + (workers > 0 ? workers : 0));
+  cp_worker_arg *args = workers > 0 ? (cp_worker_arg *)(p->workers + workers) : NULL;
   for (int i = 0; i < workers; i++) {
     args[i] = (cp_worker_arg){p, i + 1};
     int rc = pthread_create(&p->workers[i], NULL, cp_worker_main, &args[i]);

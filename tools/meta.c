@@ -83,9 +83,11 @@ static int cp_json_int(cp_json *j, const char *key, int64_t *out) {
   if (j->pos >= j->len || j->s[j->pos] < '0' || j->s[j->pos] > '9')
     return cp_json_error(j, "\"%s\" must be an integer", key);
   uint64_t v = 0;
+  const uint64_t limit = (uint64_t)1 << 62;
   while (j->pos < j->len && j->s[j->pos] >= '0' && j->s[j->pos] <= '9') {
-    v = v * 10 + (uint64_t)(j->s[j->pos] - '0');
-    if (v > ((uint64_t)1 << 62)) return cp_json_error(j, "\"%s\" is too large", key);
+    const uint64_t d = (uint64_t)(j->s[j->pos] - '0');
+    if (v > (limit - d) / 10) return cp_json_error(j, "\"%s\" is too large", key); /* before it wraps */
+    v = v * 10 + d;
     j->pos++;
   }
   if (j->pos < j->len && (j->s[j->pos] == '.' || j->s[j->pos] == 'e' || j->s[j->pos] == 'E'))
@@ -158,7 +160,10 @@ int cp_meta_parse(const char *text, size_t len, cp_meta *meta, char *err, size_t
                                 &meta->filter, &meta->pool,   NULL,
                                 &meta->seed};
       if (id == K_DTYPE) {
-        if (cp_json_string(&j, meta->dtype, sizeof meta->dtype) != 0) return -1;
+        char dtype[64];
+        if (cp_json_string(&j, dtype, sizeof dtype) != 0) return -1;
+        if (strlen(dtype) >= sizeof meta->dtype) return cp_json_error(&j, "\"dtype\" is too long");
+        memcpy(meta->dtype, dtype, strlen(dtype) + 1);
       } else if (id == K_BIAS) {
         if (len - j.pos >= 4 && memcmp(text + j.pos, "true", 4) == 0)
           meta->bias = 1, j.pos += 4;

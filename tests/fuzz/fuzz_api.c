@@ -1,0 +1,315 @@
+/*
+ * libFuzzer target for the public API: create / output_shape / plan /
+ * describe / run / last_run_stats / destroy, and the one-shot call, on small
+ * layers decoded from the input, valid or not.
+ *
+ * An independent oracle decides from the decoded arguments which statuses are
+ * acceptable: CONVPOOL_SUCCESS when every argument is valid, otherwise one of
+ * the statuses of the rules they break, and CONVPOOL_OUT_OF_MEMORY exactly
+ * when the instrumented allocator refused an allocation. On success the
+ * output is compared with the scalar reference (tolerance of
+ * tests/test_layer.c) and bytes past the output must be untouched; on failure
+ * dst must be untouched and convpool_last_error() non-empty; src is never
+ * modified; no allocation is left outstanding. Any violation aborts.
+ *
+ * Input layout (missing bytes read as 0):
+ *   0 dtype      0-4 float32, 5-9 float16, 10-14 bfloat16, 15 an invalid value (next byte)
+ *   1 batch      {1, 1, 2, 3, 0, -1}[b % 6]
+ *   2 c_in       1 + b % 6, or 0 / negative for b >= 250
+ *   3 c_out      1 + b % 12, or 0 / negative for b >= 250
+ *   4 k          1 + b % 5, or 0 / negative for b >= 250
+ *   5 pool       1 + b % 4, or 0 / negative for b >= 250
+ *   6 height     k + pool - 1 + b % 14 for b < 220, else b - 236 (often too small)
+ *   7 width      as height
+ *   8 threads    b % 6; 254 -> 1025, 255 -> -1
+ *   9 rows/item  0 for b < 128, else (b - 128) % 10; 255 -> -1
+ *  10 algo       0-2 auto, 3-4 shift-reduce, 5-6 im2col, 7 an invalid value (next byte)
+ *  11 flags      1 bias, 2 dst_bytes too small, 4 dst placed over src,
+ *                8 skip the one-shot call, 16 fail an allocation
+ *  12 dst_bytes shortfall (1 + b % 8 bytes) / dst offset into src (4-byte steps)
+ *  13 the allocation to fail (1 + b % 8)
+ *  14 describe capacity (1 + b % 64, or 4096 for b >= 192)
+ *  15.. tensor data, one byte per element, cycled: (b - 128) / 16, except
+ *       0xfd -> -inf, 0xfe -> +inf, 0xff -> NaN
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rel_util.h"
+
+#define PATTERN 0x6B
+/* Bounds that follow from the decoding above. */
+#define MAX_HW (5 + 4 - 1 + 13)
+#define X_CAP ((size_t)3 * 6 * MAX_HW * MAX_HW)
+#define W_CAP ((size_t)12 * 6 * 5 * 5)
+#define Y_CAP ((size_t)3 * 12 * MAX_HW * MAX_HW)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+typedef struct reader {
+  const uint8_t *p;
+  size_t n, i;
+} reader;
+
+static unsigned next(reader *r) { return r->i < r->n ? r->p[r->i++] : 0u; }
+
+static int64_t small_dim(unsigned b, unsigned mod) {
+  if (b >= 250) return -(int64_t)(b - 250); /* 0, -1, ..., -5 */
+  return 1 + (int64_t)(b % mod);
+}
+
+static float decode_value(uint8_t b) {
+  if (b == 0xfd) return -INFINITY;
+  if (b == 0xfe) return INFINITY;
+  if (b == 0xff) return NAN;
+  return ((float)b - 128.0f) / 16.0f;
+}
+
+static void fill_from(void *dst, size_t n, convpool_dtype dtype, const uint8_t *bytes,
+                      size_t count, size_t *cursor) {
+  for (size_t i = 0; i < n; i++)
+    rel_set(dtype, dst, i, count ? decode_value(bytes[(*cursor)++ % count]) : 0.0f);
+}
+
+#define FUZZ_ASSERT(cond, ...)                   \
+  do {                                           \
+    if (!(cond)) {                               \
+      fprintf(stderr, "fuzz_api: " __VA_ARGS__); \
+      fputc('\n', stderr);                       \
+      abort();                                   \
+    }                                            \
+  } while (0)
+
+/* Statuses a call may return: a bit per status. */
+typedef unsigned status_set;
+#define BIT(s) (1u << (unsigned)(s))
+
+/* The verdict on a call: refused allocations force OUT_OF_MEMORY. */
+static void judge(const char *call, convpool_status st, status_set causes, long refused) {
+  if (refused > 0) {
+    FUZZ_ASSERT(st == CONVPOOL_OUT_OF_MEMORY, "%s: an allocation was refused but it returned %s",
+                call, convpool_status_string(st));
+  } else if (causes != 0) {
+    FUZZ_ASSERT(st != CONVPOOL_SUCCESS && (causes & BIT(st)),
+                "%s: returned %s for arguments that break rules with statuses 0x%x (%s)", call,
+                convpool_status_string(st), causes, convpool_last_error());
+  } else {
+    FUZZ_ASSERT(st == CONVPOOL_SUCCESS, "%s: valid arguments refused: %s: %s", call,
+                convpool_status_string(st), convpool_last_error());
+  }
+  if (st != CONVPOOL_SUCCESS)
+    FUZZ_ASSERT(convpool_last_error()[0] != '\0', "%s: failed without a message", call);
+}
+
+static int ranges_overlap(const void *a, size_t an, const void *b, size_t bn) {
+  uintptr_t a0 = (uintptr_t)a, b0 = (uintptr_t)b;
+  return a0 < b0 + bn && b0 < a0 + an;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  static unsigned char *arena, *x_copy, *w, *bias;
+  static rel_alloc counting;
+  if (arena == NULL) { /* once: buffers at their largest, and the allocator */
+    arena = malloc(X_CAP * 4 + Y_CAP * 4);
+    x_copy = malloc(X_CAP * 4);
+    w = malloc(W_CAP * 4);
+    bias = malloc(12 * 4);
+    rel_alloc_init(&counting);
+    if (!arena || !x_copy || !w || !bias) abort();
+  }
+  reader in = {data, size, 0};
+
+  /* ---- decode ---- */
+  const unsigned b_dtype = next(&in) % 16;
+  convpool_dtype dtype = b_dtype < 5    ? CONVPOOL_FLOAT32
+                         : b_dtype < 10 ? CONVPOOL_FLOAT16
+                         : b_dtype < 15 ? CONVPOOL_BFLOAT16
+                                        : (convpool_dtype)(3 + (int)(next(&in) % 100));
+  static const int64_t batches[6] = {1, 1, 2, 3, 0, -1};
+  const int64_t batch = batches[next(&in) % 6];
+  const int64_t c_in = small_dim(next(&in), 6);
+  const int64_t c_out = small_dim(next(&in), 12);
+  const int64_t k = small_dim(next(&in), 5);
+  const int64_t pool = small_dim(next(&in), 4);
+  int64_t hw[2];
+  for (int i = 0; i < 2; i++) {
+    unsigned b = next(&in);
+    int64_t kk = k > 0 ? k : 1, pp = pool > 0 ? pool : 1;
+    hw[i] = b < 220 ? kk + pp - 1 + (int64_t)(b % 14) : (int64_t)b - 236;
+  }
+  const int64_t height = hw[0], width = hw[1];
+  unsigned b = next(&in);
+  const int threads = b == 255 ? -1 : b == 254 ? 1025 : (int)(b % 6);
+  b = next(&in);
+  const int rows_per_item = b == 255 ? -1 : b < 128 ? 0 : (int)((b - 128) % 10);
+  b = next(&in) % 8;
+  const convpool_algo algo = b < 3   ? CONVPOOL_ALGO_AUTO
+                             : b < 5 ? CONVPOOL_ALGO_SHIFT_REDUCE
+                             : b < 7 ? CONVPOOL_ALGO_IM2COL
+                                     : (convpool_algo)(3 + (int)(next(&in) % 50));
+  const unsigned flags = next(&in);
+  const unsigned b_amount = next(&in);
+  const unsigned b_fail = next(&in);
+  const long fail_at = (flags & 16) ? 1 + (long)(b_fail % 8) : 0;
+  b = next(&in);
+  const size_t capacity = b >= 192 ? 4096 : 1 + b % 64;
+  const uint8_t *values = data + (in.i < size ? in.i : size);
+  const size_t n_values = size - (in.i < size ? in.i : size);
+  const int has_bias = flags & 1;
+
+  /* ---- the oracle: which rules do the arguments break? ---- */
+  status_set create_causes = 0, run_causes = 0;
+  const int valid_dtype =
+      dtype == CONVPOOL_FLOAT32 || dtype == CONVPOOL_FLOAT16 || dtype == CONVPOOL_BFLOAT16;
+  if (!valid_dtype) create_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
+  if (c_out < 1 || c_in < 1 || k < 1 || pool < 1 || threads < 0 || threads > 1024 ||
+      rows_per_item < 0)
+    create_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
+  if (algo != CONVPOOL_ALGO_AUTO && algo != CONVPOOL_ALGO_SHIFT_REDUCE &&
+      algo != CONVPOOL_ALGO_IM2COL)
+    create_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
+  int shape_ok = batch >= 1 && height >= 1 && width >= 1 && k >= 1 && pool >= 1 && height >= k &&
+                 width >= k && pool <= height - k + 1 && pool <= width - k + 1;
+  const size_t es = valid_dtype ? convpool_dtype_size(dtype) : 4;
+  rel_case c = {valid_dtype ? dtype : CONVPOOL_FLOAT32, batch, c_in, c_out, height, width, k,
+                pool, has_bias};
+  size_t need = 0, src_bytes = 0;
+  if (!shape_ok) run_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
+  if (shape_ok && rows_per_item > rel_ph(&c)) run_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
+  const int tensors_ok = shape_ok && c_in >= 1 && c_out >= 1;
+  if (tensors_ok) {
+    need = rel_y_count(&c) * es;
+    src_bytes = rel_x_count(&c) * es;
+  }
+
+  /* ---- tensors ---- */
+  unsigned char *x = arena;
+  size_t cursor = 0;
+  memset(arena, PATTERN, X_CAP * 4 + Y_CAP * 4);
+  if (tensors_ok) fill_from(x, rel_x_count(&c), c.dtype, values, n_values, &cursor);
+  if (c_in >= 1 && c_out >= 1 && k >= 1)
+    fill_from(w, (size_t)(c_out * c_in * k * k), c.dtype, values, n_values, &cursor);
+  if (c_out >= 1) fill_from(bias, (size_t)c_out, c.dtype, values, n_values, &cursor);
+  memcpy(x_copy, x, X_CAP * 4);
+  unsigned char *dst = arena + X_CAP * 4; /* right after the largest src */
+  size_t dst_bytes = Y_CAP * 4;
+  if (flags & 4) dst = arena + 4 * (size_t)(b_amount % (X_CAP / 4)); /* somewhere over src */
+  if (flags & 2) dst_bytes = need > 1 + b_amount % 8 ? need - 1 - b_amount % 8 : 0;
+  if (tensors_ok && dst_bytes < need) run_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
+  if (tensors_ok && ranges_overlap(x, src_bytes, dst, need))
+    run_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
+  const size_t dst_room = (size_t)(arena + X_CAP * 4 + Y_CAP * 4 - dst);
+  unsigned char *dst_copy = malloc(dst_room);
+  if (dst_copy == NULL) abort();
+  memcpy(dst_copy, dst, dst_room);
+
+  convpool_allocator iface = rel_alloc_interface(&counting);
+  convpool_options o;
+  convpool_options_init(&o);
+  o.threads = threads;
+  o.rows_per_item = rows_per_item;
+  o.algo = algo;
+  o.allocator = &iface;
+  const void *bias_arg = has_bias ? bias : NULL;
+  unsigned char *first = NULL; /* the operator API's output, to compare with the one-shot's */
+
+  /* ---- the operator API ---- */
+  counting.refused = 0;
+  rel_alloc_arm(&counting, fail_at);
+  convpool_op *op = NULL;
+  convpool_status st = convpool_op_create(dtype, w, bias_arg, c_out, c_in, k, pool, &o, &op);
+  judge("create", st, create_causes, counting.refused);
+  FUZZ_ASSERT((st == CONVPOOL_SUCCESS) == (op != NULL), "create: op_out inconsistent with status");
+  if (op != NULL) {
+    int64_t shape[4] = {-7, -7, -7, -7};
+    size_t bytes = 0;
+    st = convpool_op_output_shape(op, batch, height, width, shape, &bytes);
+    /* Shape queries plan the run, so a forced rows_per_item larger than the
+       pooled rows is refused here too. */
+    const status_set plan_causes =
+        (shape_ok && rows_per_item <= rel_ph(&c)) ? 0 : BIT(CONVPOOL_INVALID_ARGUMENT);
+    judge("output_shape", st, plan_causes, 0);
+    if (st == CONVPOOL_SUCCESS)
+      FUZZ_ASSERT(shape[0] == batch && shape[1] == c_out && shape[2] == rel_ph(&c) &&
+                      shape[3] == rel_pw(&c) && bytes == need,
+                  "output_shape: [%lld %lld %lld %lld] %zu bytes", (long long)shape[0],
+                  (long long)shape[1], (long long)shape[2], (long long)shape[3], bytes);
+    convpool_plan_info info;
+    st = convpool_op_plan(op, batch, height, width, &info);
+    judge("plan", st, plan_causes, 0);
+    if (st == CONVPOOL_SUCCESS)
+      FUZZ_ASSERT(info.items >= 1 && info.threads >= 1 && info.rows_per_item >= 1 &&
+                      info.rows_per_item <= rel_ph(&c) &&
+                      (rows_per_item == 0 || info.rows_per_item == rows_per_item),
+                  "plan: items %lld threads %d rows_per_item %lld", (long long)info.items,
+                  info.threads, (long long)info.rows_per_item);
+    char text[4096];
+    memset(text, PATTERN, sizeof text);
+    st = convpool_op_describe(op, batch, height, width, text, capacity);
+    judge("describe", st, plan_causes, 0);
+    if (st == CONVPOOL_SUCCESS)
+      FUZZ_ASSERT(memchr(text, '\0', capacity) != NULL &&
+                      (capacity == sizeof text || text[capacity] == (char)PATTERN),
+                  "describe: text not terminated within capacity %zu", capacity);
+
+    st = convpool_op_run(op, x, batch, height, width, dst, dst_bytes);
+    judge("run", st, run_causes, counting.refused);
+    if (st == CONVPOOL_SUCCESS) {
+      char why[400];
+      FUZZ_ASSERT(rel_check_output(&c, x, w, bias_arg, dst, why, sizeof why) != 0, "run: %s", why);
+      FUZZ_ASSERT(memcmp(dst + need, dst_copy + need, dst_room - need) == 0,
+                  "run: bytes past the output were written");
+      convpool_run_stats rs;
+      FUZZ_ASSERT(convpool_op_last_run_stats(op, &rs) == CONVPOOL_SUCCESS && rs.items >= 1,
+                  "last_run_stats after a run");
+      first = malloc(need ? need : 1);
+      if (first == NULL) abort();
+      memcpy(first, dst, need);
+    } else {
+      FUZZ_ASSERT(memcmp(dst, dst_copy, dst_room) == 0, "run: failed and wrote dst");
+    }
+    FUZZ_ASSERT(convpool_op_destroy(op) == CONVPOOL_SUCCESS, "destroy: %s", convpool_last_error());
+  }
+  /* Bytes before dst (src and the rest of its buffer): never written. From dst
+     on, the checks above cover every byte. */
+  const size_t before_dst = dst - arena < (ptrdiff_t)(X_CAP * 4) ? (size_t)(dst - arena) : X_CAP * 4;
+  FUZZ_ASSERT(memcmp(arena, x_copy, before_dst) == 0, "src was modified");
+  FUZZ_ASSERT(rel_alloc_live(&counting) == 0, "%ld blocks outstanding after destroy",
+              rel_alloc_live(&counting));
+
+  /* ---- the one-shot call ---- */
+  if (!(flags & 8)) {
+    memcpy(arena, x_copy, X_CAP * 4);
+    memcpy(dst, dst_copy, dst_room);
+    counting.refused = 0;
+    rel_alloc_arm(&counting, fail_at);
+    st = convpool_conv2d_maxpool(dtype, x, batch, c_in, height, width, w, c_out, k, bias_arg, pool,
+                                 dst, dst_bytes, &o);
+    judge("one-shot", st, create_causes | run_causes, counting.refused);
+    if (st == CONVPOOL_SUCCESS) {
+      char why[400];
+      FUZZ_ASSERT(rel_check_output(&c, x, w, bias_arg, dst, why, sizeof why) != 0, "one-shot: %s",
+                  why);
+      FUZZ_ASSERT(memcmp(dst + need, dst_copy + need, dst_room - need) == 0,
+                  "one-shot: bytes past the output were written");
+      if (first != NULL)
+        FUZZ_ASSERT(memcmp(first, dst, need) == 0, "one-shot and operator outputs differ");
+    } else {
+      FUZZ_ASSERT(memcmp(dst, dst_copy, dst_room) == 0, "one-shot: failed and wrote dst");
+    }
+    FUZZ_ASSERT(memcmp(arena, x_copy, before_dst) == 0, "one-shot: src was modified");
+    FUZZ_ASSERT(rel_alloc_live(&counting) == 0, "one-shot: %ld blocks outstanding",
+                rel_alloc_live(&counting));
+  }
+  FUZZ_ASSERT(counting.bad_alignment == 0 && counting.bad_free == 0,
+              "allocator: %ld bad alignments, %ld bad frees", counting.bad_alignment,
+              counting.bad_free);
+  free(first);
+  free(dst_copy);
+  return 0;
+}

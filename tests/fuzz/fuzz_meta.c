@@ -1,0 +1,128 @@
+/*
+ * libFuzzer target for cp_meta_parse (tools/meta.c), the parser of the
+ * meta.json that `convpool --load-dir` reads from untrusted directories.
+ *
+ * Properties checked on every input (a violation aborts):
+ *  - the result is 0 or -1, and the parser never reads outside the input
+ *    (the input buffer has exactly `size` bytes; ASan watches the edges);
+ *  - on -1: the reason is non-empty, NUL-terminated within the capacity, one
+ *    line with no control character below 0x20 (no newline, carriage return
+ *    or escape: it is printed as the CLI's single stderr line),
+ *    and small capacities (0 .. 16) are respected byte for byte;
+ *  - on 0: every integer is in 0 .. 2^62 and appears in the input as a
+ *    maximal run of decimal digits (no silent wrap-around), bias is 0 or 1,
+ *    dtype is a NUL-terminated string, and cp_meta_format -> cp_meta_parse
+ *    gives the same values back (when dtype needs no escaping and was not
+ *    cut to fit its 16-byte buffer).
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "meta.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define FUZZ_ASSERT(cond, ...)                    \
+  do {                                            \
+    if (!(cond)) {                                \
+      fprintf(stderr, "fuzz_meta: " __VA_ARGS__); \
+      fputc('\n', stderr);                        \
+      abort();                                    \
+    }                                             \
+  } while (0)
+
+#define GUARD 0x5A
+
+/* Are all n bytes at p still the guard value? */
+static int guard_ok(const char *p, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if ((unsigned char)p[i] != GUARD) return 0;
+  return 1;
+}
+
+static int is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
+
+/* Does value appear in data as a maximal digit run (leading zeros ignored)? */
+static int has_number(const uint8_t *data, size_t size, int64_t value) {
+  char want[32];
+  int n = snprintf(want, sizeof want, "%lld", (long long)value);
+  for (size_t i = 0; i < size; i++) {
+    if (!is_digit(data[i]) || (i > 0 && is_digit(data[i - 1]))) continue;
+    size_t j = i;
+    while (j < size && is_digit(data[j])) j++;
+    size_t s = i;
+    while (s + 1 < j && data[s] == '0') s++;
+    if (j - s == (size_t)n && memcmp(data + s, want, (size_t)n) == 0) return 1;
+    i = j;
+  }
+  return 0;
+}
+
+static int same_meta(const cp_meta *a, const cp_meta *b) {
+  return strcmp(a->dtype, b->dtype) == 0 && a->batch == b->batch &&
+         a->in_channels == b->in_channels && a->out_channels == b->out_channels &&
+         a->height == b->height && a->width == b->width && a->filter == b->filter &&
+         a->pool == b->pool && a->seed == b->seed && a->bias == b->bias;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  /* An exact-size copy, so reading past the end is caught even when the
+     caller's buffer is larger. */
+  char *text = malloc(size ? size : 1);
+  if (text == NULL) abort();
+  if (size) memcpy(text, data, size);
+  cp_meta m;
+  char err[256 + 16];
+  memset(err, GUARD, sizeof err);
+  int rc = cp_meta_parse(text, size, &m, err, 256);
+  FUZZ_ASSERT(rc == 0 || rc == -1, "result %d", rc);
+  FUZZ_ASSERT(guard_ok(err + 256, 16), "the reason overran its capacity");
+  if (rc != 0) {
+    const char *end = memchr(err, '\0', 256);
+    FUZZ_ASSERT(end != NULL && end > err, "the reason is empty or not terminated");
+    for (const char *p = err; p < end; p++)
+      FUZZ_ASSERT((unsigned char)*p >= 0x20,
+                  "the reason contains control byte 0x%02x: \"%s\"", (unsigned char)*p, err);
+  } else {
+    const int64_t ints[8] = {m.batch, m.in_channels, m.out_channels, m.height,
+                             m.width, m.filter,      m.pool,         m.seed};
+    static const char *const names[8] = {"batch", "in_channels", "out_channels", "height",
+                                         "width", "filter",      "pool",         "seed"};
+    for (int i = 0; i < 8; i++) {
+      FUZZ_ASSERT(ints[i] >= 0 && ints[i] <= ((int64_t)1 << 62), "%s = %lld out of range",
+                  names[i], (long long)ints[i]);
+      if (i < 7 || ints[i] != 0) /* seed is optional: 0 when absent */
+        FUZZ_ASSERT(has_number(data, size, ints[i]),
+                    "%s = %lld does not appear in the input (wrapped?)", names[i],
+                    (long long)ints[i]);
+    }
+    FUZZ_ASSERT(m.bias == 0 || m.bias == 1, "bias = %d", m.bias);
+    FUZZ_ASSERT(memchr(m.dtype, '\0', sizeof m.dtype) != NULL, "dtype is not terminated");
+    /* A dtype that filled its buffer may have been cut (even inside a UTF-8
+       sequence); such a value can never name a dtype, so only shorter ones
+       are expected to survive the round trip. */
+    if (strpbrk(m.dtype, "\"\\") == NULL && strlen(m.dtype) + 1 < sizeof m.dtype) {
+      char out[1024];
+      int n = cp_meta_format(&m, out, sizeof out);
+      FUZZ_ASSERT(n > 0, "cp_meta_format failed");
+      cp_meta again;
+      char err2[256];
+      FUZZ_ASSERT(cp_meta_parse(out, (size_t)n, &again, err2, sizeof err2) == 0,
+                  "the formatted meta.json does not parse: %s", err2);
+      FUZZ_ASSERT(same_meta(&m, &again), "format -> parse changed the values");
+    }
+  }
+  /* Small capacities: a terminated prefix, nothing written past the capacity. */
+  for (size_t cap = 0; cap <= 16; cap += 4) {
+    memset(err, GUARD, sizeof err);
+    int rc2 = cp_meta_parse(text, size, &m, cap ? err : NULL, cap);
+    FUZZ_ASSERT(rc2 == rc, "capacity %zu changed the result", cap);
+    if (cap) FUZZ_ASSERT(memchr(err, '\0', cap) != NULL, "capacity %zu: not terminated", cap);
+    FUZZ_ASSERT(guard_ok(err + cap, sizeof err - cap), "capacity %zu: overran", cap);
+  }
+  free(text);
+  return 0;
+}

@@ -1,0 +1,795 @@
+/*
+ * The bad-argument paths of every public function. Each refused call must
+ * return the documented status, leave a message in convpool_last_error() that
+ * names the offending value (the number, name or pointer is looked for in the
+ * message), and leave every output -- dst, shape, bytes, plan info, text,
+ * *op_out -- exactly as it was (outputs are filled with a pattern first).
+ * Boundary calls that must succeed (adjacent but not overlapping buffers,
+ * rows_per_item equal to the pooled rows, ...) are checked alongside, so an
+ * over-eager check fails the test as well as a missing one.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <inttypes.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rel_util.h"
+
+#define PATTERN 0xA5
+
+static int g_refused; /* bad inputs refused as expected */
+static int g_checked; /* calls checked in all */
+
+/* Every output a failed call must leave alone; filled with PATTERN before each call. */
+static struct outputs {
+  unsigned char dst[8192];
+  int64_t shape[4];
+  size_t bytes;
+  convpool_plan_info plan;
+  convpool_info info;
+  char text[512];
+} g_out;
+
+static void arm_outputs(void) { memset(&g_out, PATTERN, sizeof g_out); }
+
+/*
+ * Check a call that must be refused with `want`: status, a non-empty message
+ * containing needle1 and needle2 (either may be NULL), untouched outputs.
+ */
+static void expect_refused(const char *file, int line, const char *what, convpool_status got,
+                           convpool_status want, const char *needle1, const char *needle2) {
+  const char *msg = convpool_last_error();
+  g_checked++;
+  int ok = 1;
+  if (got != want) {
+    rel_fail_at(file, line, "%s: status %s, want %s (message \"%s\")", what,
+                convpool_status_string(got), convpool_status_string(want), msg);
+    ok = 0;
+  }
+  if (msg == NULL || msg[0] == '\0') {
+    rel_fail_at(file, line, "%s: convpool_last_error() is empty", what);
+    ok = 0;
+  } else {
+    const char *needles[2] = {needle1, needle2};
+    for (int i = 0; i < 2; i++)
+      if (needles[i] != NULL && strstr(msg, needles[i]) == NULL) {
+        rel_fail_at(file, line, "%s: message \"%s\" does not name \"%s\"", what, msg, needles[i]);
+        ok = 0;
+      }
+  }
+  if (!rel_all_bytes(&g_out, sizeof g_out, PATTERN)) {
+    rel_fail_at(file, line, "%s: an output was written by a refused call", what);
+    ok = 0;
+  }
+  if (ok) g_refused++;
+}
+
+/* REFUSED("what", call, status, needle1, needle2): arm outputs, call, check. */
+#define REFUSED(what, call, want, n1, n2)                                   \
+  do {                                                                      \
+    arm_outputs();                                                          \
+    convpool_status st_ = (call);                                           \
+    expect_refused(__FILE__, __LINE__, (what), st_, (want), (n1), (n2));    \
+  } while (0)
+
+#define EXPECT_OK(what, call)                                                       \
+  do {                                                                              \
+    convpool_status st_ = (call);                                                   \
+    g_checked++;                                                                    \
+    REL_CHECK(st_ == CONVPOOL_SUCCESS, "%s: %s (%s)", (what), convpool_status_string(st_), \
+              convpool_last_error());                                               \
+  } while (0)
+
+/* "%p" of a pointer, as the library prints it. */
+static const char *ptr_text(const void *p, char *buf, size_t cap) {
+  snprintf(buf, cap, "%p", p);
+  return buf;
+}
+
+/* ---- fixtures ---- */
+
+#define XN (2 * 3 * 9 * 9) /* src [2, 3, 9, 9] */
+#define WN (4 * 3 * 3 * 3) /* weights [4, 3, 3, 3] */
+#define YN (2 * 4 * 3 * 3) /* dst [2, 4, 3, 3] with k = 3, pool = 2 */
+
+static float g_x[XN], g_w[WN], g_bias[4];
+static float g_x_copy[XN], g_w_copy[WN], g_bias_copy[4];
+static const rel_case g_case = {CONVPOOL_FLOAT32, 2, 3, 4, 9, 9, 3, 2, 1};
+
+static void make_fixtures(void) {
+  tu_rng rng = {7};
+  rel_fill(g_x, XN, CONVPOOL_FLOAT32, &rng, -1.0f, 1.0f);
+  rel_fill(g_w, WN, CONVPOOL_FLOAT32, &rng, -1.0f, 1.0f);
+  rel_fill(g_bias, 4, CONVPOOL_FLOAT32, &rng, -1.0f, 1.0f);
+  memcpy(g_x_copy, g_x, sizeof g_x);
+  memcpy(g_w_copy, g_w, sizeof g_w);
+  memcpy(g_bias_copy, g_bias, sizeof g_bias);
+}
+
+static convpool_op *make_op(convpool_dtype dtype, int64_t c_out, int64_t c_in, int64_t k,
+                            int64_t pool, int threads, int rows_per_item, const void *w) {
+  convpool_options o;
+  convpool_options_init(&o);
+  o.threads = threads;
+  o.rows_per_item = rows_per_item;
+  convpool_op *op = NULL;
+  convpool_status st = convpool_op_create(dtype, w, NULL, c_out, c_in, k, pool, &o, &op);
+  REL_CHECK(st == CONVPOOL_SUCCESS && op != NULL, "fixture op: %s", convpool_last_error());
+  return op;
+}
+
+/* A correct run of the fixture case: the op still works after refusals. */
+static void check_op_still_works(convpool_op *op, const char *when) {
+  arm_outputs();
+  convpool_status st = convpool_op_run(op, g_x, 2, 9, 9, g_out.dst, YN * sizeof(float));
+  g_checked++;
+  REL_CHECK(st == CONVPOOL_SUCCESS, "run %s: %s", when, convpool_last_error());
+  if (st != CONVPOOL_SUCCESS) return;
+  char why[400];
+  int ok = rel_check_output(&g_case, g_x, g_w, g_bias, g_out.dst, why, sizeof why);
+  REL_CHECK(ok == 1, "run %s: %s", when, why);
+}
+
+/* ---- the public functions without a status ---- */
+
+static void test_plain_functions(void) {
+  const int statuses[] = {0, 1, 2, 3, 4, 5, 6, -1, 1000};
+  for (size_t i = 0; i < sizeof statuses / sizeof statuses[0]; i++) {
+    const char *s = convpool_status_string((convpool_status)statuses[i]);
+    g_checked++;
+    REL_CHECK(s != NULL && s[0] != '\0', "convpool_status_string(%d) is empty", statuses[i]);
+  }
+  REL_CHECK(strcmp(convpool_status_string((convpool_status)99), "unknown status") == 0,
+            "status 99 is not \"unknown status\"");
+  /* Every dtype that exists has a size and a name. */
+  const convpool_dtype known[] = {CONVPOOL_FLOAT32, CONVPOOL_FLOAT16, CONVPOOL_BFLOAT16};
+  const size_t sizes[] = {4, 2, 2};
+  const char *names[] = {"float32", "float16", "bfloat16"};
+  for (int i = 0; i < 3; i++) {
+    g_checked += 2;
+    REL_CHECK(convpool_dtype_size(known[i]) == sizes[i], "dtype_size(%s)", names[i]);
+    REL_CHECK(strcmp(convpool_dtype_name(known[i]), names[i]) == 0, "dtype_name(%d)", i);
+  }
+  const int dtypes[] = {3, -1, 1000, INT_MIN};
+  for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++) {
+    g_checked += 2;
+    REL_CHECK(convpool_dtype_size((convpool_dtype)dtypes[i]) == 0, "dtype_size(%d) != 0",
+              dtypes[i]);
+    REL_CHECK(strcmp(convpool_dtype_name((convpool_dtype)dtypes[i]), "unknown") == 0,
+              "dtype_name(%d) is not \"unknown\"", dtypes[i]);
+  }
+  convpool_options_init(NULL); /* must not crash */
+  const char *e = convpool_last_error();
+  REL_CHECK(e != NULL, "convpool_last_error() is NULL");
+}
+
+/* ---- get_info, set_default_allocator ---- */
+
+static void *never_alloc(void *context, size_t size, size_t alignment) {
+  (void)context, (void)size, (void)alignment;
+  return NULL;
+}
+static void never_free(void *context, void *p) { (void)context, (void)p; }
+
+static void test_global_functions(void) {
+  REFUSED("get_info(NULL)", convpool_get_info(NULL), CONVPOOL_INVALID_ARGUMENT, "info", NULL);
+  const convpool_allocator no_alloc = {NULL, never_free, NULL};
+  const convpool_allocator no_free = {never_alloc, NULL, NULL};
+  REFUSED("set_default_allocator(alloc NULL)", convpool_set_default_allocator(&no_alloc),
+          CONVPOOL_INVALID_ARGUMENT, "alloc", NULL);
+  REFUSED("set_default_allocator(free NULL)", convpool_set_default_allocator(&no_free),
+          CONVPOOL_INVALID_ARGUMENT, "free", NULL);
+  /* The refused allocators must not have been installed: a create still works. */
+  convpool_op *op = make_op(CONVPOOL_FLOAT32, 4, 3, 3, 2, 1, 0, g_w);
+  convpool_op_destroy(op);
+  EXPECT_OK("set_default_allocator(NULL)", convpool_set_default_allocator(NULL));
+  EXPECT_OK("get_info", convpool_get_info(&g_out.info));
+}
+
+/* ---- convpool_op_create ---- */
+
+static void test_create(void) {
+  convpool_options o;
+  convpool_op *op = NULL;
+  const void *W = g_w;
+  const convpool_dtype F32 = CONVPOOL_FLOAT32;
+
+/* CREATE(what, dtype, weights, c_out, c_in, k, pool, options, want, n1, n2):
+   also checks that *op_out is set to NULL on failure. */
+#define CREATE(what, dt, w, co, ci, kk, pp, opts, want, n1, n2)                        \
+  do {                                                                               \
+    op = (convpool_op *)(uintptr_t)0x1234;                                           \
+    REFUSED(what, convpool_op_create(dt, w, NULL, co, ci, kk, pp, opts, &op), want, n1, n2); \
+    REL_CHECK(op == NULL, "%s: *op_out is not NULL after a failure", what);          \
+  } while (0)
+
+  REFUSED("create(op_out NULL)", convpool_op_create(F32, W, NULL, 4, 3, 3, 2, NULL, NULL),
+          CONVPOOL_INVALID_ARGUMENT, "op_out", NULL);
+  CREATE("create(dtype 3)", (convpool_dtype)3, W, 4, 3, 3, 2, NULL, CONVPOOL_INVALID_ARGUMENT,
+         "dtype = 3", NULL);
+  CREATE("create(dtype 7)", (convpool_dtype)7, W, 4, 3, 3, 2, NULL, CONVPOOL_INVALID_ARGUMENT,
+         "dtype = 7", NULL);
+  CREATE("create(dtype -1)", (convpool_dtype)-1, W, 4, 3, 3, 2, NULL, CONVPOOL_INVALID_ARGUMENT,
+         "dtype = -1", NULL);
+  CREATE("create(weights NULL)", F32, NULL, 4, 3, 3, 2, NULL, CONVPOOL_INVALID_ARGUMENT,
+         "weights", NULL);
+  CREATE("create(c_out 0)", F32, W, 0, 3, 3, 2, NULL, CONVPOOL_INVALID_ARGUMENT, "c_out = 0", NULL);
+  CREATE("create(c_out -3)", F32, W, -3, 3, 3, 2, NULL, CONVPOOL_INVALID_ARGUMENT, "c_out = -3",
+         NULL);
+  CREATE("create(c_out INT64_MIN)", F32, W, INT64_MIN, 3, 3, 2, NULL, CONVPOOL_INVALID_ARGUMENT,
+         "-9223372036854775808", NULL);
+  CREATE("create(c_in 0)", F32, W, 4, 0, 3, 2, NULL, CONVPOOL_INVALID_ARGUMENT, "c_in = 0", NULL);
+  CREATE("create(c_in -1)", F32, W, 4, -1, 3, 2, NULL, CONVPOOL_INVALID_ARGUMENT, "c_in = -1", NULL);
+  CREATE("create(k 0)", F32, W, 4, 3, 0, 2, NULL, CONVPOOL_INVALID_ARGUMENT, "k = 0", NULL);
+  CREATE("create(k -2)", F32, W, 4, 3, -2, 2, NULL, CONVPOOL_INVALID_ARGUMENT, "k = -2", NULL);
+  CREATE("create(pool 0)", F32, W, 4, 3, 3, 0, NULL, CONVPOOL_INVALID_ARGUMENT, "pool = 0", NULL);
+  CREATE("create(pool -1)", F32, W, 4, 3, 3, -1, NULL, CONVPOOL_INVALID_ARGUMENT, "pool = -1",
+         NULL);
+
+  /* Byte counts that overflow size_t: c_out*c_in, k*k, and c_out*c_in*k*k*4. */
+  CREATE("create(c_out 2^30, c_in 2^40)", F32, W, (int64_t)1 << 30, (int64_t)1 << 40, 1, 1, NULL,
+         CONVPOOL_INVALID_ARGUMENT, "1099511627776", "1073741824");
+  CREATE("create(k 2^32)", F32, W, 1, 1, (int64_t)1 << 32, 1, NULL, CONVPOOL_INVALID_ARGUMENT,
+         "4294967296", NULL);
+  CREATE("create(c_out 2^62, c_in 4)", F32, W, (int64_t)1 << 62, 4, 1, 1, NULL,
+         CONVPOOL_INVALID_ARGUMENT, "4611686018427387904", NULL);
+  CREATE("create(c_out INT64_MAX)", F32, W, INT64_MAX, 1, 1, 1, NULL, CONVPOOL_INVALID_ARGUMENT,
+         "9223372036854775807", NULL);
+  CREATE("create(float16 c_in 2^31, k 2^16)", CONVPOOL_FLOAT16, W, 1, (int64_t)1 << 31,
+         (int64_t)1 << 16, 1, NULL, CONVPOOL_INVALID_ARGUMENT, "2147483648", "65536");
+
+  /* c_in = 2^40 alone does not overflow (4 TiB of weights): the packed weights
+     cannot be allocated. A capped allocator makes that deterministic. */
+  {
+    rel_alloc counting;
+    rel_alloc_init(&counting);
+    counting.max_size = (size_t)1 << 30;
+    convpool_allocator a = rel_alloc_interface(&counting);
+    convpool_options_init(&o);
+    o.allocator = &a;
+    CREATE("create(c_in 2^40, 4 TiB of weights)", F32, W, 1, (int64_t)1 << 40, 1, 1, &o,
+           CONVPOOL_OUT_OF_MEMORY, "packed weights", "bytes");
+    /* The message names the byte count: at least 2^40 * 4. */
+    const char *m = convpool_last_error();
+    const char *digits = strpbrk(m, "0123456789");
+    unsigned long long named = digits ? strtoull(digits, NULL, 10) : 0;
+    REL_CHECK(named >= (1ull << 42), "OOM message \"%s\" does not name the byte count", m);
+    REL_CHECK(counting.live == 0 && counting.bad_free == 0,
+              "c_in 2^40: %ld blocks outstanding, %ld bad frees", counting.live, counting.bad_free);
+  }
+
+  /* Options. */
+  convpool_options_init(&o);
+  o.threads = -1;
+  CREATE("create(threads -1)", F32, W, 4, 3, 3, 2, &o, CONVPOOL_INVALID_ARGUMENT, "threads = -1",
+         NULL);
+  o.threads = 1025;
+  CREATE("create(threads 1025)", F32, W, 4, 3, 3, 2, &o, CONVPOOL_INVALID_ARGUMENT,
+         "threads = 1025", NULL);
+  o.threads = INT_MIN;
+  CREATE("create(threads INT_MIN)", F32, W, 4, 3, 3, 2, &o, CONVPOOL_INVALID_ARGUMENT,
+         "-2147483648", NULL);
+  o.threads = INT_MAX;
+  CREATE("create(threads INT_MAX)", F32, W, 4, 3, 3, 2, &o, CONVPOOL_INVALID_ARGUMENT,
+         "2147483647", NULL);
+  convpool_options_init(&o);
+  o.rows_per_item = -1;
+  CREATE("create(rows_per_item -1)", F32, W, 4, 3, 3, 2, &o, CONVPOOL_INVALID_ARGUMENT,
+         "rows_per_item = -1", NULL);
+  convpool_options_init(&o);
+  o.algo = (convpool_algo)3;
+  CREATE("create(algo 3)", F32, W, 4, 3, 3, 2, &o, CONVPOOL_INVALID_ARGUMENT, "algo = 3", NULL);
+  o.algo = (convpool_algo)-1;
+  CREATE("create(algo -1)", F32, W, 4, 3, 3, 2, &o, CONVPOOL_INVALID_ARGUMENT, "algo = -1", NULL);
+  convpool_options_init(&o);
+  const convpool_allocator half_a = {never_alloc, NULL, NULL};
+  const convpool_allocator half_b = {NULL, never_free, NULL};
+  o.allocator = &half_a;
+  CREATE("create(allocator free NULL)", F32, W, 4, 3, 3, 2, &o, CONVPOOL_INVALID_ARGUMENT,
+         "allocator", NULL);
+  o.allocator = &half_b;
+  CREATE("create(allocator alloc NULL)", F32, W, 4, 3, 3, 2, &o, CONVPOOL_INVALID_ARGUMENT,
+         "allocator", NULL);
+  o.allocator = NULL;
+  /* An allocator that always fails: out of memory, named. */
+  const convpool_allocator empty = {never_alloc, never_free, NULL};
+  o.allocator = &empty;
+  CREATE("create(allocator always NULL)", F32, W, 4, 3, 3, 2, &o, CONVPOOL_OUT_OF_MEMORY,
+         "allocate", NULL);
+
+  /* Boundaries that must be accepted: threads 0 and 1, every algo that exists. */
+  const int threads_ok[] = {0, 1};
+  const convpool_algo algos_ok[] = {CONVPOOL_ALGO_AUTO, CONVPOOL_ALGO_SHIFT_REDUCE,
+                                    CONVPOOL_ALGO_IM2COL};
+  for (int t = 0; t < 2; t++)
+    for (int a = 0; a < 3; a++) {
+      convpool_options_init(&o);
+      o.threads = threads_ok[t];
+      o.algo = algos_ok[a];
+      op = NULL;
+      EXPECT_OK("create(valid options)", convpool_op_create(F32, W, g_bias, 4, 3, 3, 2, &o, &op));
+      if (op != NULL) {
+        check_op_still_works(op, "with valid options");
+        convpool_op_destroy(op);
+      }
+    }
+#undef CREATE
+}
+
+/* ---- run, output_shape, plan, describe on bad shapes ---- */
+
+typedef struct bad_shape {
+  const char *what;
+  int which_op; /* 0: the fixture op (c_in 3, c_out 4, k 3, pool 2); 1: c_in 1, c_out 16, k 1 */
+  int64_t batch, height, width;
+  const char *n1, *n2;
+} bad_shape;
+
+static const bad_shape g_bad_shapes[] = {
+    {"batch 0", 0, 0, 9, 9, "batch = 0", NULL},
+    {"batch -1", 0, -1, 9, 9, "batch = -1", NULL},
+    {"batch INT64_MIN", 0, INT64_MIN, 9, 9, "-9223372036854775808", NULL},
+    {"height 0", 0, 1, 0, 9, "height = 0", NULL},
+    {"height -5", 0, 1, -5, 9, "height = -5", NULL},
+    {"width 0", 0, 1, 9, 0, "width = 0", NULL},
+    {"width -7", 0, 1, 9, -7, "width = -7", NULL},
+    {"height < k", 0, 1, 2, 9, "2x9", "k = 3"},
+    {"width < k", 0, 1, 9, 2, "9x2", "k = 3"},
+    {"pool > conv rows", 0, 1, 3, 9, "pool = 2", "1x7"},
+    {"pool > conv cols", 0, 1, 9, 3, "pool = 2", "7x1"},
+    {"height*width overflows", 0, 1, (int64_t)1 << 31, (int64_t)1 << 31, "2147483648", NULL},
+    {"height INT64_MAX", 0, 1, INT64_MAX, 4, "9223372036854775807", NULL},
+    /* 48038396025285291 * 3 * 4 * 4 * 4 bytes = 2^63 + 64: fits size_t, exceeds PTRDIFF_MAX */
+    {"src bytes > PTRDIFF_MAX", 0, 48038396025285291LL, 4, 4, "48038396025285291", NULL},
+    /* src 2^59 * 4 bytes fits; dst 2^59 * 16 * 4 bytes overflows */
+    {"dst bytes overflow", 1, (int64_t)1 << 59, 1, 1, "576460752303423488", "dst"},
+};
+
+static void test_bad_shapes(convpool_op *ops[2]) {
+  char what[160];
+  for (size_t i = 0; i < sizeof g_bad_shapes / sizeof g_bad_shapes[0]; i++) {
+    const bad_shape *b = &g_bad_shapes[i];
+    convpool_op *op = ops[b->which_op];
+    snprintf(what, sizeof what, "run(%s)", b->what);
+    REFUSED(what, convpool_op_run(op, g_x, b->batch, b->height, b->width, g_out.dst, sizeof g_out.dst),
+            CONVPOOL_INVALID_ARGUMENT, b->n1, b->n2);
+    snprintf(what, sizeof what, "output_shape(%s)", b->what);
+    REFUSED(what, convpool_op_output_shape(op, b->batch, b->height, b->width, g_out.shape, &g_out.bytes),
+            CONVPOOL_INVALID_ARGUMENT, b->n1, b->n2);
+    snprintf(what, sizeof what, "plan(%s)", b->what);
+    REFUSED(what, convpool_op_plan(op, b->batch, b->height, b->width, &g_out.plan),
+            CONVPOOL_INVALID_ARGUMENT, b->n1, b->n2);
+    snprintf(what, sizeof what, "describe(%s)", b->what);
+    REFUSED(what, convpool_op_describe(op, b->batch, b->height, b->width, g_out.text, sizeof g_out.text),
+            CONVPOOL_INVALID_ARGUMENT, b->n1, b->n2);
+  }
+}
+
+/* ---- run: pointers, dst_bytes, overlap, rows_per_item ---- */
+
+static void test_run(convpool_op *op) {
+  const size_t need = YN * sizeof(float);
+  char what[160], p1[32], p2[32];
+  REFUSED("run(op NULL)", convpool_op_run(NULL, g_x, 2, 9, 9, g_out.dst, need),
+          CONVPOOL_INVALID_STATE, "op", NULL);
+  REFUSED("run(src NULL)", convpool_op_run(op, NULL, 2, 9, 9, g_out.dst, need),
+          CONVPOOL_INVALID_ARGUMENT, "src", NULL);
+  REFUSED("run(dst NULL)", convpool_op_run(op, g_x, 2, 9, 9, NULL, need),
+          CONVPOOL_INVALID_ARGUMENT, "dst", NULL);
+  char needed_text[32], small_text[32];
+  snprintf(needed_text, sizeof needed_text, "(%zu bytes)", need);
+  snprintf(small_text, sizeof small_text, "dst_bytes = %zu", need - 1);
+  REFUSED("run(dst_bytes = need - 1)", convpool_op_run(op, g_x, 2, 9, 9, g_out.dst, need - 1),
+          CONVPOOL_INVALID_ARGUMENT, small_text, needed_text);
+  REFUSED("run(dst_bytes 0)", convpool_op_run(op, g_x, 2, 9, 9, g_out.dst, 0),
+          CONVPOOL_INVALID_ARGUMENT, "dst_bytes = 0", needed_text);
+  /* The same holds for output_shape, plan and describe pointers. */
+  REFUSED("output_shape(shape NULL)", convpool_op_output_shape(op, 2, 9, 9, NULL, &g_out.bytes),
+          CONVPOOL_INVALID_ARGUMENT, "shape", NULL);
+  REFUSED("plan(info NULL)", convpool_op_plan(op, 2, 9, 9, NULL), CONVPOOL_INVALID_ARGUMENT,
+          "info", NULL);
+  REFUSED("describe(text NULL)", convpool_op_describe(op, 2, 9, 9, NULL, 100),
+          CONVPOOL_INVALID_ARGUMENT, "text", NULL);
+  REFUSED("describe(capacity 0)", convpool_op_describe(op, 2, 9, 9, g_out.text, 0),
+          CONVPOOL_INVALID_ARGUMENT, "capacity", NULL);
+
+  /* Overlap: one arena [pad | src | pad], dst placed over and next to src. */
+  const size_t xb = sizeof g_x;
+  unsigned char *arena = malloc(need + xb + need);
+  unsigned char *arena_copy = malloc(need + xb + need);
+  if (arena == NULL || arena_copy == NULL) {
+    REL_CHECK(0, "out of memory in the test");
+    free(arena);
+    free(arena_copy);
+    return;
+  }
+  memset(arena, PATTERN, need + xb + need);
+  unsigned char *src = arena + need;
+  memcpy(src, g_x, xb);
+  memcpy(arena_copy, arena, need + xb + need);
+  struct {
+    const char *what;
+    unsigned char *dst;
+  } overlaps[] = {
+      {"dst == src", src},
+      {"dst starts inside src", src + xb - sizeof(float)},
+      {"dst ends inside src", src - need + sizeof(float)},
+      {"dst inside src", src + 8},
+  };
+  for (size_t i = 0; i < sizeof overlaps / sizeof overlaps[0]; i++) {
+    snprintf(what, sizeof what, "run(%s)", overlaps[i].what);
+    REFUSED(what, convpool_op_run(op, src, 2, 9, 9, overlaps[i].dst, need),
+            CONVPOOL_INVALID_ARGUMENT, ptr_text(overlaps[i].dst, p1, sizeof p1),
+            ptr_text(src, p2, sizeof p2));
+    REL_CHECK(memcmp(arena, arena_copy, need + xb + need) == 0,
+              "%s: src or dst was written by a refused call", what);
+  }
+  /* Adjacent buffers do not overlap: both must run, and give the right result. */
+  unsigned char *adjacent[2] = {src + xb, src - need};
+  for (int i = 0; i < 2; i++) {
+    g_checked++;
+    convpool_status st = convpool_op_run(op, src, 2, 9, 9, adjacent[i], need);
+    REL_CHECK(st == CONVPOOL_SUCCESS, "run(dst adjacent to src, %s): %s",
+              i ? "before" : "after", convpool_last_error());
+    if (st == CONVPOOL_SUCCESS) {
+      char why[400];
+      REL_CHECK(rel_check_output(&g_case, g_x, g_w, g_bias, adjacent[i], why, sizeof why) == 1,
+                "adjacent dst: %s", why);
+      REL_CHECK(memcmp(src, g_x, xb) == 0, "adjacent dst: src was modified");
+    }
+  }
+  free(arena);
+  free(arena_copy);
+}
+
+static void test_rows_per_item(void) {
+  /* 9x9, k 3, pool 2: 3 pooled rows. rows_per_item 3 runs; 4 and 1<<30 are refused at run. */
+  const int accepted[] = {1, 2, 3};
+  for (int i = 0; i < 3; i++) {
+    convpool_op *op = make_op(CONVPOOL_FLOAT32, 4, 3, 3, 2, 2, accepted[i], g_w);
+    if (op == NULL) continue;
+    convpool_status st = convpool_op_run(op, g_x, 2, 9, 9, g_out.dst, sizeof g_out.dst);
+    g_checked++;
+    REL_CHECK(st == CONVPOOL_SUCCESS, "rows_per_item %d: %s", accepted[i], convpool_last_error());
+    convpool_op_destroy(op);
+  }
+  const struct {
+    int rpi;
+    const char *n1;
+  } refused[] = {{4, "rows_per_item = 4"}, {1 << 30, "rows_per_item = 1073741824"}};
+  for (int i = 0; i < 2; i++) {
+    convpool_op *op = make_op(CONVPOOL_FLOAT32, 4, 3, 3, 2, 2, refused[i].rpi, g_w);
+    if (op == NULL) continue;
+    char what[96];
+    snprintf(what, sizeof what, "run(rows_per_item %d on 3 pooled rows)", refused[i].rpi);
+    REFUSED(what, convpool_op_run(op, g_x, 2, 9, 9, g_out.dst, sizeof g_out.dst),
+            CONVPOOL_INVALID_ARGUMENT, refused[i].n1, "3 pooled rows");
+    snprintf(what, sizeof what, "plan(rows_per_item %d on 3 pooled rows)", refused[i].rpi);
+    REFUSED(what, convpool_op_plan(op, 2, 9, 9, &g_out.plan), CONVPOOL_INVALID_ARGUMENT,
+            refused[i].n1, NULL);
+    /* The same op is fine on a taller input. */
+    int64_t h = 2 * (int64_t)refused[i].rpi + 2;
+    if (h < 64) {
+      convpool_status st = convpool_op_output_shape(op, 1, h, 9, g_out.shape, NULL);
+      g_checked++;
+      REL_CHECK(st == CONVPOOL_SUCCESS && g_out.shape[2] == refused[i].rpi,
+                "rows_per_item %d on %lld rows: %s", refused[i].rpi, (long long)h,
+                convpool_last_error());
+    }
+    convpool_op_destroy(op);
+  }
+}
+
+/* ---- run statistics ---- */
+
+static int stats_equal(const convpool_run_stats *a, const convpool_run_stats *b) {
+  return a->wall_seconds == b->wall_seconds && a->pack_seconds == b->pack_seconds &&
+         a->compute_seconds == b->compute_seconds && a->epilogue_seconds == b->epilogue_seconds &&
+         a->items == b->items && a->threads == b->threads;
+}
+
+static void test_stats(void) {
+  convpool_op *op = make_op(CONVPOOL_FLOAT32, 4, 3, 3, 2, 2, 0, g_w);
+  if (op == NULL) return;
+  convpool_run_stats s, before;
+  REFUSED("last_run_stats(stats NULL)", convpool_op_last_run_stats(op, NULL),
+          CONVPOOL_INVALID_ARGUMENT, "stats", NULL);
+  memset(&s, PATTERN, sizeof s);
+  EXPECT_OK("last_run_stats before a run", convpool_op_last_run_stats(op, &s));
+  REL_CHECK(s.items == 0 && s.threads == 0 && s.wall_seconds == 0.0,
+            "last_run_stats before the first run is not zero (items %lld)", (long long)s.items);
+  EXPECT_OK("run", convpool_op_run(op, g_x, 2, 9, 9, g_out.dst, sizeof g_out.dst));
+  EXPECT_OK("last_run_stats after a run", convpool_op_last_run_stats(op, &before));
+  REL_CHECK(before.items > 0 && before.threads == 2 && before.wall_seconds >= 0.0,
+            "last_run_stats after a run: items %lld threads %d", (long long)before.items,
+            before.threads);
+  /* A refused run does not change the statistics of the last successful one. */
+  REFUSED("run(height 2) for stats", convpool_op_run(op, g_x, 2, 2, 9, g_out.dst, sizeof g_out.dst),
+          CONVPOOL_INVALID_ARGUMENT, "2x9", NULL);
+  EXPECT_OK("last_run_stats after a refused run", convpool_op_last_run_stats(op, &s));
+  REL_CHECK(stats_equal(&s, &before), "a refused run changed last_run_stats");
+  convpool_op_destroy(op);
+}
+
+/* ---- operators that are not live ---- */
+
+static void test_not_live(void) {
+  /* Memory that never held an operator (zeroed, suitably aligned). */
+  static union {
+    max_align_t align;
+    unsigned char bytes[1024];
+  } fake;
+  memset(&fake, 0, sizeof fake);
+  convpool_op *op = (convpool_op *)(void *)&fake;
+  char p[32];
+  REFUSED("run(never created)", convpool_op_run(op, g_x, 2, 9, 9, g_out.dst, sizeof g_out.dst),
+          CONVPOOL_INVALID_STATE, "op", NULL);
+  REFUSED("output_shape(op NULL)", convpool_op_output_shape(NULL, 2, 9, 9, g_out.shape, NULL),
+          CONVPOOL_INVALID_STATE, "op", NULL);
+  REFUSED("output_shape(never created)", convpool_op_output_shape(op, 2, 9, 9, g_out.shape, NULL),
+          CONVPOOL_INVALID_STATE, "op", NULL);
+  REFUSED("plan(op NULL)", convpool_op_plan(NULL, 2, 9, 9, &g_out.plan), CONVPOOL_INVALID_STATE,
+          "op", NULL);
+  REFUSED("plan(never created)", convpool_op_plan(op, 2, 9, 9, &g_out.plan),
+          CONVPOOL_INVALID_STATE, "op", NULL);
+  REFUSED("describe(op NULL)", convpool_op_describe(NULL, 2, 9, 9, g_out.text, sizeof g_out.text),
+          CONVPOOL_INVALID_STATE, "op", NULL);
+  REFUSED("describe(never created)",
+          convpool_op_describe(op, 2, 9, 9, g_out.text, sizeof g_out.text),
+          CONVPOOL_INVALID_STATE, "op", NULL);
+  convpool_run_stats stats;
+  memset(&stats, PATTERN, sizeof stats);
+  REFUSED("last_run_stats(op NULL)", convpool_op_last_run_stats(NULL, &stats),
+          CONVPOOL_INVALID_STATE, "op", NULL);
+  REFUSED("last_run_stats(never created)", convpool_op_last_run_stats(op, &stats),
+          CONVPOOL_INVALID_STATE, "op", NULL);
+  REL_CHECK(rel_all_bytes(&stats, sizeof stats, PATTERN), "last_run_stats: a refused call wrote stats");
+  REFUSED("destroy(never created)", convpool_op_destroy(op), CONVPOOL_INVALID_STATE,
+          ptr_text(op, p, sizeof p), NULL);
+  REL_CHECK(rel_all_bytes(&fake, sizeof fake, 0), "a call wrote into a non-operator");
+  EXPECT_OK("destroy(NULL)", convpool_op_destroy(NULL));
+  /* A destroyed operator cannot be probed without touching freed memory, so
+     that case is left to the sanitizer builds of the other tests. */
+}
+
+/* ---- the one-shot call ---- */
+
+static void test_one_shot(void) {
+  const size_t need = YN * sizeof(float);
+  const convpool_dtype F32 = CONVPOOL_FLOAT32;
+  char what[160], p1[32], p2[32];
+  rel_alloc counting;
+  rel_alloc_init(&counting);
+  convpool_allocator a = rel_alloc_interface(&counting);
+  convpool_options o;
+  convpool_options_init(&o);
+  o.allocator = &a;
+
+/* ONESHOT(what, want, n1, n2, args...): with the counting allocator; no block may remain. */
+#define ONESHOT(what, want, n1, n2, ...)                                                     \
+  do {                                                                                       \
+    REFUSED(what, convpool_conv2d_maxpool(__VA_ARGS__), want, n1, n2);                       \
+    REL_CHECK(counting.live == 0 && counting.bad_free == 0,                                  \
+              "%s: %ld blocks outstanding, %ld bad frees", what, counting.live, counting.bad_free); \
+  } while (0)
+
+  ONESHOT("one-shot(dtype -2)", CONVPOOL_INVALID_ARGUMENT, "dtype = -2", NULL, (convpool_dtype)-2,
+          g_x, 2, 3, 9, 9, g_w, 4, 3, g_bias, 2, g_out.dst, need, &o);
+  ONESHOT("one-shot(dtype 5)", CONVPOOL_INVALID_ARGUMENT, "dtype = 5", NULL, (convpool_dtype)5,
+          g_x, 2, 3, 9, 9, g_w, 4, 3, g_bias, 2, g_out.dst, need, &o);
+  ONESHOT("one-shot(src NULL)", CONVPOOL_INVALID_ARGUMENT, "src", NULL, F32, NULL, 2, 3, 9, 9,
+          g_w, 4, 3, g_bias, 2, g_out.dst, need, &o);
+  ONESHOT("one-shot(weights NULL)", CONVPOOL_INVALID_ARGUMENT, "weights", NULL, F32, g_x, 2, 3, 9,
+          9, NULL, 4, 3, g_bias, 2, g_out.dst, need, &o);
+  ONESHOT("one-shot(dst NULL)", CONVPOOL_INVALID_ARGUMENT, "dst", NULL, F32, g_x, 2, 3, 9, 9, g_w,
+          4, 3, g_bias, 2, NULL, need, &o);
+  ONESHOT("one-shot(batch 0)", CONVPOOL_INVALID_ARGUMENT, "batch = 0", NULL, F32, g_x, 0, 3, 9, 9,
+          g_w, 4, 3, g_bias, 2, g_out.dst, need, &o);
+  ONESHOT("one-shot(c_in -4)", CONVPOOL_INVALID_ARGUMENT, "c_in = -4", NULL, F32, g_x, 2, -4, 9, 9,
+          g_w, 4, 3, g_bias, 2, g_out.dst, need, &o);
+  ONESHOT("one-shot(c_out 0)", CONVPOOL_INVALID_ARGUMENT, "c_out = 0", NULL, F32, g_x, 2, 3, 9, 9,
+          g_w, 0, 3, g_bias, 2, g_out.dst, need, &o);
+  /* create packs the weights before the run sees the input: they must be 4x3x10x10. */
+  static float big_w[4 * 3 * 10 * 10];
+  ONESHOT("one-shot(k 10 > 9x9)", CONVPOOL_INVALID_ARGUMENT, "k = 10", "9x9", F32, g_x, 2, 3, 9, 9,
+          big_w, 4, 10, g_bias, 2, g_out.dst, need, &o);
+  ONESHOT("one-shot(pool 8 > conv 7x7)", CONVPOOL_INVALID_ARGUMENT, "pool = 8", "7x7", F32, g_x, 2,
+          3, 9, 9, g_w, 4, 3, g_bias, 8, g_out.dst, need, &o);
+  ONESHOT("one-shot(pool 0)", CONVPOOL_INVALID_ARGUMENT, "pool = 0", NULL, F32, g_x, 2, 3, 9, 9,
+          g_w, 4, 3, g_bias, 0, g_out.dst, need, &o);
+  char small_text[32];
+  snprintf(small_text, sizeof small_text, "dst_bytes = %zu", need - 4);
+  ONESHOT("one-shot(dst_bytes too small)", CONVPOOL_INVALID_ARGUMENT, small_text, NULL, F32, g_x,
+          2, 3, 9, 9, g_w, 4, 3, g_bias, 2, g_out.dst, need - 4, &o);
+  ONESHOT("one-shot(c_out 2^30 x c_in 2^40)", CONVPOOL_INVALID_ARGUMENT, "1099511627776", NULL,
+          F32, g_x, 1, (int64_t)1 << 40, 9, 9, g_w, (int64_t)1 << 30, 1, NULL, 1, g_out.dst, need,
+          &o);
+  ONESHOT("one-shot(height*width overflows)", CONVPOOL_INVALID_ARGUMENT, "4294967296", NULL, F32,
+          g_x, 1, 3, (int64_t)1 << 32, (int64_t)1 << 32, g_w, 4, 3, g_bias, 2, g_out.dst, need, &o);
+
+  convpool_options bad;
+  bad = o;
+  bad.threads = -3;
+  ONESHOT("one-shot(threads -3)", CONVPOOL_INVALID_ARGUMENT, "threads = -3", NULL, F32, g_x, 2, 3,
+          9, 9, g_w, 4, 3, g_bias, 2, g_out.dst, need, &bad);
+  bad = o;
+  bad.threads = 2000;
+  ONESHOT("one-shot(threads 2000)", CONVPOOL_INVALID_ARGUMENT, "threads = 2000", NULL, F32, g_x, 2,
+          3, 9, 9, g_w, 4, 3, g_bias, 2, g_out.dst, need, &bad);
+  bad = o;
+  bad.algo = (convpool_algo)42;
+  ONESHOT("one-shot(algo 42)", CONVPOOL_INVALID_ARGUMENT, "algo = 42", NULL, F32, g_x, 2, 3, 9, 9,
+          g_w, 4, 3, g_bias, 2, g_out.dst, need, &bad);
+  bad = o;
+  bad.rows_per_item = 4;
+  ONESHOT("one-shot(rows_per_item 4 > 3)", CONVPOOL_INVALID_ARGUMENT, "rows_per_item = 4", NULL,
+          F32, g_x, 2, 3, 9, 9, g_w, 4, 3, g_bias, 2, g_out.dst, need, &bad);
+
+  /* dst overlapping src, weights or bias: one arena per input, dst over and next to it. */
+  struct {
+    const char *name;
+    const void *data;
+    size_t bytes;
+    int which; /* 0 src, 1 weights, 2 bias */
+  } inputs[] = {{"src", g_x, sizeof g_x, 0}, {"weights", g_w, sizeof g_w, 1},
+                {"bias", g_bias, sizeof g_bias, 2}};
+  for (int i = 0; i < 3; i++) {
+    const size_t total = need + inputs[i].bytes + need;
+    unsigned char *arena = malloc(total), *copy = malloc(total);
+    if (arena == NULL || copy == NULL) {
+      REL_CHECK(0, "out of memory in the test");
+      free(arena);
+      free(copy);
+      return;
+    }
+    memset(arena, PATTERN, total);
+    unsigned char *in = arena + need;
+    memcpy(in, inputs[i].data, inputs[i].bytes);
+    memcpy(copy, arena, total);
+    const void *x = inputs[i].which == 0 ? (const void *)in : g_x;
+    const void *w = inputs[i].which == 1 ? (const void *)in : g_w;
+    const void *b = inputs[i].which == 2 ? (const void *)in : g_bias;
+    unsigned char *dsts[3] = {in, in + inputs[i].bytes - sizeof(float), in - need + sizeof(float)};
+    const char *where[3] = {"at", "starting inside", "ending inside"};
+    for (int d = 0; d < 3; d++) {
+      snprintf(what, sizeof what, "one-shot(dst %s %s)", where[d], inputs[i].name);
+      ONESHOT(what, CONVPOOL_INVALID_ARGUMENT, ptr_text(dsts[d], p1, sizeof p1),
+              ptr_text(in, p2, sizeof p2), F32, x, 2, 3, 9, 9, w, 4, 3, b, 2, dsts[d], need, &o);
+      REL_CHECK(strstr(convpool_last_error(), inputs[i].name) != NULL,
+                "%s: message \"%s\" does not say %s", what, convpool_last_error(), inputs[i].name);
+      REL_CHECK(memcmp(arena, copy, total) == 0, "%s: the arena was written", what);
+    }
+    /* Adjacent, not overlapping: accepted, correct. */
+    unsigned char *next[2] = {in + inputs[i].bytes, in - need};
+    for (int d = 0; d < 2; d++) {
+      convpool_status st = convpool_conv2d_maxpool(F32, x, 2, 3, 9, 9, w, 4, 3, b, 2, next[d],
+                                                   need, &o);
+      g_checked++;
+      REL_CHECK(st == CONVPOOL_SUCCESS, "one-shot(dst adjacent to %s): %s", inputs[i].name,
+                convpool_last_error());
+      char why[400];
+      if (st == CONVPOOL_SUCCESS)
+        REL_CHECK(rel_check_output(&g_case, x, w, b, next[d], why, sizeof why) == 1,
+                  "one-shot(dst adjacent to %s): %s", inputs[i].name, why);
+      REL_CHECK(memcmp(in, inputs[i].data, inputs[i].bytes) == 0,
+                "one-shot(dst adjacent to %s): the input was modified", inputs[i].name);
+    }
+    free(arena);
+    free(copy);
+  }
+  REL_CHECK(counting.bad_alignment == 0 && counting.bad_free == 0,
+            "one-shot allocator: %ld bad alignments, %ld bad frees", counting.bad_alignment,
+            counting.bad_free);
+#undef ONESHOT
+}
+
+/* ---- calls on an operator that is running ---- */
+
+/*
+ * The allocator hook runs inside convpool_op_run, after the operator has been
+ * marked busy (the scratch allocation): a nested run and a destroy must be
+ * refused with CONVPOOL_INVALID_STATE, and the outer run must still succeed.
+ */
+typedef struct busy_probe {
+  convpool_op *op;
+  int armed, fired;
+  convpool_status run_status, destroy_status;
+  char run_msg[512], destroy_msg[512];
+  int dst_untouched;
+} busy_probe;
+
+static void busy_hook(void *context, size_t size) {
+  busy_probe *b = context;
+  (void)size;
+  if (!b->armed || b->fired) return;
+  b->fired = 1;
+  static unsigned char dst[YN * sizeof(float)];
+  memset(dst, PATTERN, sizeof dst);
+  b->run_status = convpool_op_run(b->op, g_x, 2, 9, 9, dst, sizeof dst);
+  snprintf(b->run_msg, sizeof b->run_msg, "%s", convpool_last_error());
+  b->dst_untouched = rel_all_bytes(dst, sizeof dst, PATTERN);
+  b->destroy_status = convpool_op_destroy(b->op);
+  snprintf(b->destroy_msg, sizeof b->destroy_msg, "%s", convpool_last_error());
+}
+
+static void test_busy(void) {
+  rel_alloc counting;
+  rel_alloc_init(&counting);
+  busy_probe probe;
+  memset(&probe, 0, sizeof probe);
+  counting.hook = busy_hook;
+  counting.hook_context = &probe;
+  convpool_allocator a = rel_alloc_interface(&counting);
+  convpool_options o;
+  convpool_options_init(&o);
+  o.threads = 2;
+  o.allocator = &a;
+  convpool_op *op = NULL;
+  convpool_status st = convpool_op_create(CONVPOOL_FLOAT32, g_w, g_bias, 4, 3, 3, 2, &o, &op);
+  REL_CHECK(st == CONVPOOL_SUCCESS, "busy: create: %s", convpool_last_error());
+  if (st != CONVPOOL_SUCCESS) return;
+  probe.op = op;
+  probe.armed = 1;
+  check_op_still_works(op, "while nested calls are refused");
+  REL_CHECK(probe.fired, "busy: the run made no allocation, the probe did not run");
+  if (probe.fired) {
+    char p[32];
+    ptr_text(op, p, sizeof p);
+    g_checked += 2;
+    REL_CHECK(probe.run_status == CONVPOOL_INVALID_STATE, "busy: nested run gave %s",
+              convpool_status_string(probe.run_status));
+    REL_CHECK(strstr(probe.run_msg, "already running") && strstr(probe.run_msg, p),
+              "busy: nested run message \"%s\"", probe.run_msg);
+    REL_CHECK(probe.dst_untouched, "busy: the refused nested run wrote dst");
+    REL_CHECK(probe.destroy_status == CONVPOOL_INVALID_STATE, "busy: destroy while running gave %s",
+              convpool_status_string(probe.destroy_status));
+    REL_CHECK(strstr(probe.destroy_msg, "running") && strstr(probe.destroy_msg, p),
+              "busy: destroy message \"%s\"", probe.destroy_msg);
+    if (probe.run_status == CONVPOOL_INVALID_STATE) g_refused++;
+    if (probe.destroy_status == CONVPOOL_INVALID_STATE) g_refused++;
+  }
+  probe.armed = 0;
+  EXPECT_OK("destroy after the run", convpool_op_destroy(op));
+  REL_CHECK(counting.live == 0, "busy: %ld blocks outstanding after destroy", counting.live);
+}
+
+int main(void) {
+  make_fixtures();
+  test_plain_functions();
+  test_global_functions();
+  test_create();
+
+  convpool_op *ops[2];
+  convpool_options o;
+  convpool_options_init(&o);
+  o.threads = 2;
+  ops[0] = NULL;
+  ops[1] = NULL;
+  convpool_status st = convpool_op_create(CONVPOOL_FLOAT32, g_w, g_bias, 4, 3, 3, 2, &o, &ops[0]);
+  REL_CHECK(st == CONVPOOL_SUCCESS, "fixture op: %s", convpool_last_error());
+  ops[1] = make_op(CONVPOOL_FLOAT32, 16, 1, 1, 1, 1, 0, g_w);
+  if (ops[0] != NULL && ops[1] != NULL) {
+    check_op_still_works(ops[0], "before the refusals");
+    test_bad_shapes(ops);
+    test_run(ops[0]);
+    check_op_still_works(ops[0], "after the refusals");
+  }
+  convpool_op_destroy(ops[0]);
+  convpool_op_destroy(ops[1]);
+  test_rows_per_item();
+  test_stats();
+  test_not_live();
+  test_one_shot();
+  test_busy();
+
+  REL_CHECK(memcmp(g_x, g_x_copy, sizeof g_x) == 0 && memcmp(g_w, g_w_copy, sizeof g_w) == 0 &&
+                memcmp(g_bias, g_bias_copy, sizeof g_bias) == 0,
+            "an input tensor was modified");
+  int failures = *rel_failure_count();
+  printf("test_api: %d bad inputs refused as documented, %d calls checked, %d failures\n",
+         g_refused, g_checked, failures);
+  return failures ? 1 : 0;
+}
