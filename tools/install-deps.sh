@@ -1,8 +1,13 @@
 #!/bin/sh
 # Install the Debian packages the build and the tests need, if any is missing.
 # Runs apt-get as root (directly, or through sudo when available).
+#   tools/install-deps.sh        what `make test` needs
+#   tools/install-deps.sh --ci   also the sanitizer, fuzzing and valgrind tools
 set -eu
 packages="cmake make gcc pkg-config python3 python3-numpy python3-torch"
+if [ "${1:-}" = "--ci" ]; then
+  packages="$packages clang libclang-rt-14-dev valgrind"
+fi
 missing=""
 for p in $packages; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
