@@ -331,6 +331,11 @@ int main(int argc, char **argv) {
   convpool_op *op = NULL;
   check(convpool_op_create(c.dtype, w, bias, c.c_out, c.c_in, c.filter, c.pool, &opt, &op));
   const double pack_us = now_us() - t0;
+  if (c.dump_dir == NULL) { /* the operator holds its packed copy */
+    free(w);
+    free(bias);
+    w = bias = NULL;
+  }
   convpool_plan_info plan;
   check(convpool_op_plan(op, c.batch, c.height, c.width, &plan));
   if (c.show_tiling) {
