@@ -1,0 +1,100 @@
+// Small helpers for the benchmark driver: dtype conversions, deterministic
+// random data, aligned buffers, timing, statistics and subprocesses.
+#ifndef CONVPOOL_BENCH_UTIL_HPP
+#define CONVPOOL_BENCH_UTIL_HPP
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "convpool.h"
+
+namespace bench {
+
+// ---- scalar conversions (round to nearest even, NaN kept quiet) ----
+
+uint16_t f32_to_f16(float value);
+float f16_to_f32(uint16_t bits);
+uint16_t f32_to_bf16(float value);
+float bf16_to_f32(uint16_t bits);
+
+// ---- aligned storage ----
+
+// A 64-byte aligned, zero-initialised byte buffer (move-only).
+class Buffer {
+ public:
+  Buffer() = default;
+  explicit Buffer(size_t bytes);
+  ~Buffer();
+  Buffer(Buffer &&other) noexcept;
+  Buffer &operator=(Buffer &&other) noexcept;
+  Buffer(const Buffer &) = delete;
+  Buffer &operator=(const Buffer &) = delete;
+
+  void *data() { return data_; }
+  const void *data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void *data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Fill `count` elements of `dtype` with uniform values in [lo, hi) from a
+// deterministic generator seeded with `seed` (values are generated in fp32
+// and rounded once to the storage type).
+void fill_uniform(void *dst, convpool_dtype dtype, size_t count, uint64_t seed, float lo,
+                  float hi);
+
+// The fp32 values of `count` elements stored as `dtype`.
+std::vector<float> to_f32(const void *src, convpool_dtype dtype, size_t count);
+
+// Comparison of a result against an fp32 reference.
+struct Diff {
+  double max_abs = 0.0;   // max |got - ref|
+  double max_ref = 0.0;   // max |ref|
+  double rel = 0.0;       // max_abs / max_ref (0 if max_ref is 0)
+  size_t nonfinite = 0;   // elements where got is NaN/Inf but ref is not
+};
+Diff compare(const std::vector<float> &got, const std::vector<float> &ref);
+
+// ---- timing and statistics ----
+
+double now_ms();  // monotonic clock in milliseconds
+double median(std::vector<double> values);
+double minimum(const std::vector<double> &values);
+
+// ---- interference ----
+
+// CPU time counters for measuring what else ran on the machine.
+struct CpuSample {
+  double wall_s = 0.0;     // monotonic clock
+  double busy_s = 0.0;     // busy time of all CPUs, including steal (/proc/stat)
+  double self_s = 0.0;     // CPU time of this process, all threads, plus that of
+                           // its waited-for children (getrusage)
+  bool valid = false;
+};
+CpuSample sample_cpu();
+
+// Cores' worth of CPU time used by other processes (or stolen by the
+// hypervisor) between two samples: (busy - own) / wall, >= 0; NaN if unknown
+// or if the samples are less than 0.15 s apart.
+double other_load(const CpuSample &before, const CpuSample &after);
+
+// ---- processes ----
+
+// Run argv[0] (a path, no shell) with argv; capture stdout and stderr merged.
+// Returns the exit status (128 + signal if killed, -1 if it could not start).
+int run_capture(const std::vector<std::string> &argv, std::string *output);
+
+// Peak resident set size of this process (VmHWM from /proc/self/status) in
+// kB, or -1 if unavailable.
+long self_peak_rss_kb();
+
+// The path of the running executable (/proc/self/exe), or "" if unknown.
+std::string self_exe_path();
+
+}  // namespace bench
+
+#endif

@@ -1,0 +1,159 @@
+// The oneDNN baseline layer; see onednn_layer.hpp.
+#include "onednn_layer.hpp"
+
+#include <string>
+
+#include "dnnl.hpp"
+
+#ifdef BENCH_HAVE_OPENMP
+#include <omp.h>
+#endif
+
+namespace bench {
+
+using dnnl::memory;
+using tag = dnnl::memory::format_tag;
+
+void onednn_set_threads(int threads) {
+#ifdef BENCH_HAVE_OPENMP
+  // oneDNN (built with the OpenMP runtime) takes its thread count from the
+  // OpenMP ICV of the calling thread, both when a primitive is created and
+  // when it runs.
+  omp_set_num_threads(threads);
+#else
+  (void)threads;
+#endif
+}
+
+std::string onednn_version() {
+  const dnnl_version_t *v = dnnl_version();
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+         std::to_string(v->patch);
+}
+
+struct OnednnLayer::State {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  dnnl::convolution_forward conv;
+  dnnl::pooling_forward pool;
+  bool has_pool = false;
+  dnnl::reorder src_reorder, dst_reorder;
+  memory user_src, conv_src, conv_weights, conv_bias, conv_dst, pool_dst, user_dst;
+  std::string conv_impl, pool_impl;
+};
+
+OnednnLayer::OnednnLayer() = default;
+OnednnLayer::~OnednnLayer() = default;
+
+static memory::data_type dnnl_type(convpool_dtype dtype) {
+  switch (dtype) {
+    case CONVPOOL_FLOAT16: return memory::data_type::f16;
+    case CONVPOOL_BFLOAT16: return memory::data_type::bf16;
+    case CONVPOOL_FLOAT32: break;
+  }
+  return memory::data_type::f32;
+}
+
+bool OnednnLayer::init(convpool_dtype dtype, const LayerShape &s, int threads, const void *src,
+                       const void *weights, const void *bias, std::string *why) {
+  threads_ = threads;
+  onednn_set_threads(threads);
+  try {
+    auto st = std::make_unique<State>();
+    const memory::data_type dt = dnnl_type(dtype);
+    const memory::dims src_dims{s.batch, s.c_in, s.height, s.width};
+    const memory::dims w_dims{s.c_out, s.c_in, s.k, s.k};
+    const memory::dims b_dims{s.c_out};
+    const memory::dims conv_dims{s.batch, s.c_out, s.conv_h(), s.conv_w()};
+    const memory::dims out_dims{s.batch, s.c_out, s.out_h(), s.out_w()};
+
+    // Convolution: let oneDNN choose every layout except the bias vector.
+    const memory::desc src_any(src_dims, dt, tag::any), w_any(w_dims, dt, tag::any),
+        dst_any(conv_dims, dt, tag::any), bias_md(b_dims, dt, tag::x);
+    const dnnl::convolution_forward::desc conv_desc(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_any, w_any,
+        bias_md, dst_any, {1, 1}, {0, 0}, {0, 0});
+    const dnnl::convolution_forward::primitive_desc conv_pd(conv_desc, st->engine);
+    st->conv = dnnl::convolution_forward(conv_pd);
+    st->conv_impl = conv_pd.impl_info_str();
+
+    // Max pooling P x P, stride P, no padding, on the conv's own dst layout.
+    st->has_pool = s.pool > 1;
+    memory::desc out_md = conv_pd.dst_desc();
+    if (st->has_pool) {
+      const dnnl::pooling_forward::desc pool_desc(
+          dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_max, conv_pd.dst_desc(),
+          memory::desc(out_dims, dt, tag::any), {s.pool, s.pool}, {s.pool, s.pool}, {0, 0},
+          {0, 0});
+      const dnnl::pooling_forward::primitive_desc pool_pd(pool_desc, st->engine);
+      st->pool = dnnl::pooling_forward(pool_pd);
+      st->pool_impl = pool_pd.impl_info_str();
+      out_md = pool_pd.dst_desc();
+    }
+
+    // Memories. The user NCHW source wraps the caller's buffer.
+    st->user_src = memory({src_dims, dt, tag::nchw}, st->engine, const_cast<void *>(src));
+    st->conv_src = memory(conv_pd.src_desc(), st->engine);
+    st->conv_weights = memory(conv_pd.weights_desc(), st->engine);
+    st->conv_bias = memory(conv_pd.bias_desc(), st->engine);
+    st->conv_dst = memory(conv_pd.dst_desc(), st->engine);
+    if (st->has_pool) st->pool_dst = memory(out_md, st->engine);
+    st->user_dst = memory({out_dims, dt, tag::nchw}, st->engine);
+    st->src_reorder = dnnl::reorder(st->user_src, st->conv_src);
+    st->dst_reorder = dnnl::reorder(st->has_pool ? st->pool_dst : st->conv_dst, st->user_dst);
+
+    // One-time work, outside any timing: weights and bias into oneDNN's
+    // layouts, and the source into the blocked layout for run_blocked().
+    memory user_w({w_dims, dt, tag::oihw}, st->engine, const_cast<void *>(weights));
+    memory user_b(bias_md, st->engine, const_cast<void *>(bias));
+    dnnl::reorder(user_w, st->conv_weights).execute(st->stream, user_w, st->conv_weights);
+    dnnl::reorder(user_b, st->conv_bias).execute(st->stream, user_b, st->conv_bias);
+    st->src_reorder.execute(st->stream, st->user_src, st->conv_src);
+    st->stream.wait();
+    state_ = std::move(st);
+    return true;
+  } catch (const dnnl::error &e) {
+    if (e.status == dnnl_unimplemented) {
+      *why = "oneDNN " + onednn_version() + " has no " + convpool_dtype_name(dtype) +
+             " implementation of this layer for this CPU (" + e.what() + ")";
+    } else {
+      *why = std::string("oneDNN failed: ") + e.what();
+    }
+    return false;
+  }
+}
+
+void OnednnLayer::run_blocked() {
+  State &st = *state_;
+  onednn_set_threads(threads_);
+  st.conv.execute(st.stream, {{DNNL_ARG_SRC, st.conv_src},
+                              {DNNL_ARG_WEIGHTS, st.conv_weights},
+                              {DNNL_ARG_BIAS, st.conv_bias},
+                              {DNNL_ARG_DST, st.conv_dst}});
+  if (st.has_pool)
+    st.pool.execute(st.stream, {{DNNL_ARG_SRC, st.conv_dst}, {DNNL_ARG_DST, st.pool_dst}});
+  st.stream.wait();
+}
+
+void OnednnLayer::run_nchw() {
+  State &st = *state_;
+  onednn_set_threads(threads_);
+  st.src_reorder.execute(st.stream, st.user_src, st.conv_src);
+  st.conv.execute(st.stream, {{DNNL_ARG_SRC, st.conv_src},
+                              {DNNL_ARG_WEIGHTS, st.conv_weights},
+                              {DNNL_ARG_BIAS, st.conv_bias},
+                              {DNNL_ARG_DST, st.conv_dst}});
+  if (st.has_pool)
+    st.pool.execute(st.stream, {{DNNL_ARG_SRC, st.conv_dst}, {DNNL_ARG_DST, st.pool_dst}});
+  st.dst_reorder.execute(st.stream, st.has_pool ? st.pool_dst : st.conv_dst, st.user_dst);
+  st.stream.wait();
+}
+
+const void *OnednnLayer::nchw_dst() const { return state_->user_dst.get_data_handle(); }
+
+std::string OnednnLayer::impl_info() const {
+  if (!state_) return "";
+  return state_->has_pool ? state_->conv_impl + " + " + state_->pool_impl : state_->conv_impl;
+}
+
+}  // namespace bench
