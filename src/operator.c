@@ -37,7 +37,8 @@ struct convpool_op {
   int has_bias;
   convpool_allocator allocator_copy; /* the caller's struct need not outlive the op */
   const convpool_allocator *allocator; /* &allocator_copy */
-  const cp_sr_ukernel *uk;
+  const cp_sr_ukernel *uk;      /* main kernel */
+  const cp_sr_ukernel *uk_tail; /* kernel of the last channel block (may be uk) */
   cp_widen_fn widen;   /* 16-bit dtype -> fp32 rows (panel packing); NULL for fp32 */
   cp_narrow_fn narrow; /* fp32 -> 16-bit dtype rows (the store); NULL for fp32 */
   cp_pool_row_fn pool_row; /* vector epilogue row for this pool size, or NULL */
@@ -142,7 +143,7 @@ static int cp_fits(const cp_plan *pl) {
 static double cp_cost(const cp_plan *pl) {
   double tiles = (double)(pl->buf_cols / (size_t)pl->uk->nr);
   double lanes = tiles * pl->uk->nr * (double)pl->c_steps * (double)(pl->k * pl->k) *
-                 (double)(pl->co_blocks * pl->uk->mr);
+                 (double)((pl->co_blocks - 1) * pl->uk->mr + pl->uk_tail->mr);
   double copy = CP_COPY_COST * (double)pl->panel_floats;
   return (lanes + copy) / ((double)pl->group * (double)pl->pool * (double)pl->col_block);
 }
@@ -260,7 +261,9 @@ static convpool_status cp_make_plan(const convpool_op *op, int64_t batch, int64_
   pl->co_blocks = (op->c_out + op->uk->mr - 1) / op->uk->mr;
   pl->threads = op->threads;
   pl->packed_weight_bytes = op->packed_bytes;
-  pl->weight_block_bytes = op->packed_bytes / (size_t)pl->co_blocks;
+  pl->weight_block_bytes =
+      (size_t)op->uk->mr * (size_t)pl->c_steps * (size_t)(op->k * op->k) * sizeof(float);
+  pl->uk_tail = op->uk_tail;
   pl->panel_budget = cpu->l2 / 2;
   pl->buf_budget = cpu->l2 / 4;
   if ((st = cp_choose_blocks(op, pl)) != CONVPOOL_SUCCESS) return st;
@@ -282,22 +285,27 @@ static float cp_load_elem(convpool_dtype dtype, const void *base, size_t index) 
 
 /*
  * packed[cb][c][i][j][m] = w[cb*MR + m][c][i][j] as fp32, zero past c_out.
+ * Block cb starts at cb*MR*steps*k*k; the last block has the tail kernel's MR.
  * Pair kernels (cpack 2) take 32-bit bf16 pairs: channel 2c in the low half,
  * 2c+1 in the high half (zero past c_in).
  */
 static void cp_pack_weights(const convpool_op *op, const void *weights, float *packed) {
-  const size_t mr = (size_t)op->uk->mr, cin = (size_t)op->c_in, k = (size_t)op->k;
-  const size_t kk = k * k, blocks = ((size_t)op->c_out + mr - 1) / mr;
+  const size_t cin = (size_t)op->c_in, k = (size_t)op->k, kk = k * k;
+  const size_t main_mr = (size_t)op->uk->mr, blocks = ((size_t)op->c_out + main_mr - 1) / main_mr;
   const size_t cpack = (size_t)op->uk->cpack, steps = (cin + cpack - 1) / cpack;
   const uint16_t *w16 = weights;
-  uint32_t *pairs = (uint32_t *)packed;
-  for (size_t cb = 0; cb < blocks; cb++)
+  for (size_t cb = 0; cb < blocks; cb++) {
+    const size_t mr = cb + 1 == blocks ? (size_t)op->uk_tail->mr : main_mr;
+    float *block = packed + cb * main_mr * steps * kk;
+    uint32_t *pairs = (uint32_t *)block;
     for (size_t s = 0; s < steps; s++)
       for (size_t t = 0; t < kk; t++)
         for (size_t m = 0; m < mr; m++) {
-          const size_t co = cb * mr + m, to = ((cb * steps + s) * kk + t) * mr + m;
+          const size_t co = cb * main_mr + m, to = (s * kk + t) * mr + m;
           if (cpack == 1) {
-            packed[to] = co < (size_t)op->c_out ? cp_load_elem(op->dtype, weights, (co * cin + s) * kk + t) : 0.0f;
+            block[to] = co < (size_t)op->c_out
+                            ? cp_load_elem(op->dtype, weights, (co * cin + s) * kk + t)
+                            : 0.0f;
             continue;
           }
           uint32_t lo = 0, hi = 0;
@@ -307,6 +315,7 @@ static void cp_pack_weights(const convpool_op *op, const void *weights, float *p
           }
           pairs[to] = lo | hi << 16;
         }
+  }
 }
 
 /* ---- lifecycle ---- */
@@ -349,11 +358,15 @@ convpool_status convpool_op_create(convpool_dtype dtype, const void *weights, co
     return cp_fail(CONVPOOL_UNSUPPORTED, "no %s kernel for isa %s", convpool_dtype_name(dtype),
                    cp_isa_name(cpu->isa));
   const size_t mr = (size_t)uk->mr;
+  const cp_sr_ukernel *uk_tail = cp_sr_ukernel_tail(uk, (int)((size_t)c_out % mr));
   size_t wbytes, packed_bytes, blocks = ((size_t)c_out + mr - 1) / mr, bias_bytes;
+  /* packed channels: full blocks of MR, then the tail kernel's MR */
+  const size_t packed_channels = (size_t)c_out % mr ? (blocks - 1) * mr + (size_t)uk_tail->mr
+                                                    : blocks * mr;
   if ((size_t)k > SIZE_MAX / (size_t)k || !cp_mul((size_t)c_out, (size_t)c_in, &wbytes) ||
       !cp_mul(wbytes, (size_t)k, &wbytes) ||
       !cp_mul(wbytes, (size_t)k, &wbytes) || !cp_mul(wbytes, convpool_dtype_size(dtype), &wbytes) ||
-      !cp_mul(blocks * mr, ((size_t)c_in + (size_t)uk->cpack - 1) / (size_t)uk->cpack,
+      !cp_mul(packed_channels, ((size_t)c_in + (size_t)uk->cpack - 1) / (size_t)uk->cpack,
               &packed_bytes) ||
       !cp_mul(packed_bytes, (size_t)k * (size_t)k, &packed_bytes) ||
       !cp_mul(packed_bytes, sizeof(float), &packed_bytes))
@@ -380,6 +393,7 @@ convpool_status convpool_op_create(convpool_dtype dtype, const void *weights, co
   op->allocator_copy = *a;
   op->allocator = a = &op->allocator_copy;
   op->uk = uk;
+  op->uk_tail = uk_tail;
   op->widen = cp_widen_select(dtype, cpu->isa);
   op->narrow = cp_narrow_select(dtype, cpu->isa);
   op->store = dtype == CONVPOOL_FLOAT16    ? CP_STORE_F16
@@ -665,6 +679,7 @@ static void cp_run_item(void *context, int64_t item, int thread) {
   times->pack += t1 - t0;
   for (int64_t cb = it.cb0; cb < it.cb1; cb++) {
     const float *w = op->packed + (size_t)cb * wblock;
+    const cp_sr_ukernel_fn kernel = cb + 1 == pl->co_blocks ? pl->uk_tail->fn : pl->uk->fn;
     if (pl->im2col) { /* a GEMM: the same kernel with k = 1 over c_steps*k*k rows */
       const size_t kdim = (size_t)pl->c_steps * (size_t)(pl->k * pl->k);
       const size_t per_row = ((size_t)it.cw + (size_t)nr - 1) / (size_t)nr;
@@ -673,18 +688,18 @@ static void cp_run_item(void *context, int64_t item, int thread) {
                                : buf + (t / per_row) * pl->buf_row_ld + (t % per_row) * (size_t)nr;
         if (!pl->flat && t / per_row >= conv_rows) break;
         if (pl->flat && t * (size_t)nr >= conv_rows * (size_t)pl->col_block) break;
-        pl->uk->fn(panel + t * kdim * (size_t)nr, (size_t)nr, 0, kdim, 1, w, tile, pl->buf_cols);
+        kernel(panel + t * kdim * (size_t)nr, (size_t)nr, 0, kdim, 1, w, tile, pl->buf_cols);
       }
     } else if (pl->flat) {
       const size_t len = (conv_rows - 1) * ld + (size_t)it.cw;
       for (size_t t = 0; t < len; t += (size_t)nr)
-        pl->uk->fn(panel + t, pl->panel_cs, ld, (size_t)pl->c_steps, (size_t)pl->k, w, buf + t,
-                   pl->buf_cols);
+        kernel(panel + t, pl->panel_cs, ld, (size_t)pl->c_steps, (size_t)pl->k, w, buf + t,
+               pl->buf_cols);
     } else {
       for (size_t y = 0; y < conv_rows; y++)
         for (int64_t t = 0; t < it.cw; t += nr)
-          pl->uk->fn(panel + y * ld + (size_t)t, pl->panel_cs, ld, (size_t)pl->c_steps,
-                     (size_t)pl->k, w, buf + y * pl->buf_row_ld + (size_t)t, pl->buf_cols);
+          kernel(panel + y * ld + (size_t)t, pl->panel_cs, ld, (size_t)pl->c_steps, (size_t)pl->k,
+                 w, buf + y * pl->buf_row_ld + (size_t)t, pl->buf_cols);
     }
     double t2 = cp_seconds();
     times->compute += t2 - t1;
@@ -789,7 +804,7 @@ convpool_status convpool_op_describe(const convpool_op *op, int64_t batch, int64
       "caches         L1d %zu KiB, L2 %zu KiB, L3 %zu KiB (%s)\n"
       "shape          src [%lld, %lld, %lld, %lld] %s -> conv %lldx%lld -> pool %lld -> dst "
       "[%lld, %lld, %lld, %lld]\n"
-      "register tile  %d output channels x %d positions; %lld channel blocks\n"
+      "register tile  %d output channels x %d positions; %lld channel blocks (last: %s)\n"
       "panel          %lld pooled rows (%lld input rows) x %lld conv columns x %lld channels, "
       "%s; sweep %s\n"
       "work items     %lld = batch %lld x row groups %lld x column blocks %lld x channel "
@@ -807,7 +822,7 @@ convpool_status convpool_op_describe(const convpool_op *op, int64_t batch, int64
       (long long)pl.batch, (long long)pl.c_in, (long long)pl.height, (long long)pl.width,
       convpool_dtype_name(op->dtype), (long long)pl.oh, (long long)pl.ow, (long long)pl.pool,
       (long long)pl.batch, (long long)pl.c_out, (long long)pl.ph, (long long)pl.pw, pl.uk->mr,
-      pl.uk->nr, (long long)pl.co_blocks, (long long)pl.group, (long long)pl.panel_rows,
+      pl.uk->nr, (long long)pl.co_blocks, pl.uk_tail->name, (long long)pl.group, (long long)pl.panel_rows,
       (long long)pl.col_block, (long long)pl.c_in,
       pl.uk->cpack == 2 ? "bf16 channel pairs" : "fp32", pl.flat ? "flat over rows (narrow rows)" : "per conv row", (long long)pl.items,
       (long long)pl.batch, (long long)pl.row_groups, (long long)pl.col_blocks,

@@ -25,6 +25,7 @@ typedef struct cp_plan {
   size_t elem_size, src_bytes, dst_bytes;
   /* microkernel */
   const cp_sr_ukernel *uk;
+  const cp_sr_ukernel *uk_tail; /* the last channel block's kernel (may be uk) */
   int64_t co_blocks; /* ceil(c_out / MR) */
   /* panel */
   int64_t group;        /* pooled rows per item (the "rows per item") */

@@ -10,12 +10,25 @@ static const cp_sr_ukernel cp_sr_ukernels[] = {
 };
 
 const cp_sr_ukernel *cp_sr_ukernel_select(convpool_dtype dtype, cp_isa isa) {
-  /* Highest ISA not above `isa`; the list is ordered best first. */
+  /* Highest ISA not above `isa`; the first listed kernel of that ISA. */
   const cp_sr_ukernel *best = NULL;
   for (size_t i = 0; i < sizeof cp_sr_ukernels / sizeof cp_sr_ukernels[0]; i++) {
     const cp_sr_ukernel *u = &cp_sr_ukernels[i];
     if (u->dtype != dtype || u->isa > isa) continue;
     if (best == NULL || u->isa > best->isa) best = u;
+  }
+  return best;
+}
+
+const cp_sr_ukernel *cp_sr_ukernel_tail(const cp_sr_ukernel *main, int remainder) {
+  /* The narrowest kernel of the same family that covers the remainder. */
+  const cp_sr_ukernel *best = main;
+  if (remainder <= 0) return main;
+  for (size_t i = 0; i < sizeof cp_sr_ukernels / sizeof cp_sr_ukernels[0]; i++) {
+    const cp_sr_ukernel *u = &cp_sr_ukernels[i];
+    if (u->dtype == main->dtype && u->isa == main->isa && u->nr == main->nr &&
+        u->mr >= remainder && u->mr < best->mr)
+      best = u;
   }
   return best;
 }

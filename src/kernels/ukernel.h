@@ -43,7 +43,11 @@ typedef struct cp_sr_ukernel {
 #include "sr-ukernels.inc"
 #undef CP_SR_UKERNEL
 
-/* The kernel for a dtype on an ISA (the best listed one), or NULL. */
+/* The main kernel for a dtype on an ISA (the best listed one), or NULL. */
 const cp_sr_ukernel *cp_sr_ukernel_select(convpool_dtype dtype, cp_isa isa);
+
+/* The kernel for a last channel block of `remainder` (< main->mr) channels:
+   the narrowest of main's family with MR >= remainder, or main itself. */
+const cp_sr_ukernel *cp_sr_ukernel_tail(const cp_sr_ukernel *main, int remainder);
 
 #endif
