@@ -2,16 +2,18 @@
 //
 // For every case (dtype, batch, C_in, C_out, H, W, K, pool) it times
 //   ours            convpool_op_run (operator created once, weights packed),
-//                   NCHW in, NCHW out;
+//                   NCHW in, NCHW out; with --algos, once per algorithm
+//                   (sr, im2col, auto), each its own operator;
 //   oneDNN blocked  convolution (format_tag::any, bias) + max pooling on
 //                   oneDNN's own blocked layouts, reorders excluded;
 //   oneDNN NCHW     the same plus the src reorder NCHW -> blocked and the dst
 //                   reorder blocked -> NCHW in every iteration;
 //   torch           F.conv2d -> F.max_pool2d in a python subprocess;
-// with the first three alternating every iteration, and reports medians,
-// ratios, GFLOP/s against an FMA peak it measures itself, GB/s and the peak
-// RSS of child processes that run only one system. Results go to stdout, a
-// Markdown file, a CSV file and (through bench/plot.py) a PNG chart.
+// with the in-process systems interleaved (in a shuffled order) every
+// iteration, and reports medians, ratios, GFLOP/s against an FMA peak it
+// measures itself, GB/s and the peak RSS of child processes that run only one
+// system. Results go to stdout, a Markdown file, a CSV file and (through
+// bench/plot.py) a PNG chart.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,6 +25,9 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <memory>
+#include <numeric>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -68,6 +73,56 @@ bool parse_dtype(const std::string &name, convpool_dtype *out) {
   } else {
     return false;
   }
+  return true;
+}
+
+// Our algorithms by their --algos names (the CLI's --impl names).
+const char *algo_name(convpool_algo a) {
+  switch (a) {
+    case CONVPOOL_ALGO_SHIFT_REDUCE: return "sr";
+    case CONVPOOL_ALGO_IM2COL: return "im2col";
+    case CONVPOOL_ALGO_AUTO: break;
+  }
+  return "auto";
+}
+
+bool parse_algo(const std::string &name, convpool_algo *out) {
+  if (name == "sr") {
+    *out = CONVPOOL_ALGO_SHIFT_REDUCE;
+  } else if (name == "im2col") {
+    *out = CONVPOOL_ALGO_IM2COL;
+  } else if (name == "auto") {
+    *out = CONVPOOL_ALGO_AUTO;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// A comma list of distinct algorithm names ("sr,im2col,auto"); on failure
+// *why says what is wrong.
+bool parse_algo_list(const std::string &list, std::vector<convpool_algo> *out,
+                     std::string *why) {
+  std::vector<convpool_algo> algos;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = list.find(',', start);
+    const std::string name =
+        list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    convpool_algo a;
+    if (!parse_algo(name, &a)) {
+      *why = "unknown algorithm '" + name + "' (sr, im2col, auto)";
+      return false;
+    }
+    if (std::find(algos.begin(), algos.end(), a) != algos.end()) {
+      *why = "algorithm '" + name + "' is listed twice";
+      return false;
+    }
+    algos.push_back(a);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  *out = algos;
   return true;
 }
 
@@ -218,14 +273,18 @@ std::string convpool_failure(const char *call, convpool_status st) {
 // Our operator: created once (weights packed), then run on NCHW data.
 class Ours {
  public:
+  Ours() = default;
+  Ours(const Ours &) = delete;  // owns the operator
+  Ours &operator=(const Ours &) = delete;
   ~Ours() { convpool_op_destroy(op_); }
 
   bool init(convpool_dtype dtype, const LayerShape &s, int threads, const CaseData &d,
-            std::string *why) {
+            std::string *why, convpool_algo algo = CONVPOOL_ALGO_AUTO) {
     s_ = s;
     convpool_options opt;
     convpool_options_init(&opt);
     opt.threads = threads;
+    opt.algo = algo;
     convpool_status st = convpool_op_create(dtype, d.weights.data(), d.bias.data(), s.c_out,
                                             s.c_in, s.k, s.pool, &opt, &op_);
     if (st != CONVPOOL_SUCCESS) {
@@ -259,7 +318,9 @@ class Ours {
     return true;
   }
 
-  // "avx512f f32-... kernel, 2 threads, 112 items" from convpool_op_plan.
+  // "shift-reduce, avx512f f32-... kernel, 2 threads, 112 items": the
+  // algorithm the operator runs (what auto resolved to) from the first line
+  // of convpool_op_describe, the rest from convpool_op_plan.
   std::string plan_text() const {
     convpool_plan_info p;
     std::memset(&p, 0, sizeof p);
@@ -269,12 +330,27 @@ class Ours {
     std::snprintf(text, sizeof text, "%s %s, MR=%d NR=%d, %d threads, %lld items",
                   p.isa ? p.isa : "?", p.kernel ? p.kernel : "?", p.mr, p.nr, p.threads,
                   (long long)p.items);
-    return text;
+    const std::string algorithm = described_algorithm();
+    return algorithm.empty() ? std::string(text) : algorithm + ", " + text;
   }
 
   const void *dst() const { return dst_.data(); }
 
  private:
+  // "shift-reduce" or "im2col + GEMM" from the description's first line
+  // ("algorithm      NAME (why), kernel ..."), or "" if it cannot be read.
+  std::string described_algorithm() const {
+    char text[4096];
+    if (convpool_op_describe(op_, s_.batch, s_.height, s_.width, text, sizeof text) !=
+        CONVPOOL_SUCCESS)
+      return "";
+    std::string line(text, std::strcspn(text, "\n"));
+    const std::string key = "algorithm";
+    if (line.rfind(key, 0) != 0) return "";
+    line.erase(0, line.find_first_not_of(' ', key.size()));
+    return line.substr(0, std::min(line.find(", kernel"), line.find(" (")));
+  }
+
   convpool_op *op_ = nullptr;
   LayerShape s_{};
   Buffer dst_;
@@ -294,6 +370,9 @@ struct Options {
   int retries = 2;              // reruns per case at most
   bool quick = false;
   bool torch = true, rss = true, plot = true, scaling = true;
+  // Our algorithms to time, each as its own system. The "ours" columns are
+  // auto's (the first listed if auto is not).
+  std::vector<convpool_algo> algos{CONVPOOL_ALGO_AUTO};
   double peak_seconds = 0.3;
   int peak_trials = 3;
   std::string cases_file;
@@ -310,6 +389,9 @@ void usage(FILE *to) {
       "  --cases FILE      cases, one per line: dtype batch cin cout h w k pool\n"
       "                    (default: the seven built-in cases, see bench/README.md)\n"
       "  --threads N       threads for every system (default: usable CPUs)\n"
+      "  --algos LIST      our algorithms to time, a comma list of sr, im2col, auto\n"
+      "                    (default auto); more than one adds a column per algorithm\n"
+      "                    and auto / best of the others\n"
       "  --iters N         timed iterations per system, at least (default 5)\n"
       "  --warmup N        untimed iterations per system, >= 1 (default 1)\n"
       "  --min-time S      repeat short cases until each system ran S seconds\n"
@@ -378,6 +460,13 @@ int parse_options(int argc, char **argv, Options *o) {
     } else if (a == "--out") {
       if (!has_value) return bad("a file");
       o->out = argv[++i];
+    } else if (a == "--algos") {
+      if (!has_value) return bad("a comma list of sr, im2col, auto");
+      std::string why;
+      if (!parse_algo_list(argv[++i], &o->algos, &why)) {
+        std::fprintf(stderr, "convpool-bench: --algos: %s\n", why.c_str());
+        return 2;
+      }
     } else if (a == "--python") {
       if (!has_value) return bad("a path");
       o->python = argv[++i];
@@ -494,11 +583,12 @@ TimedResult run_torch(const Options &o, const Case &c, int threads, int iters,
   return r;
 }
 
-// Peak RSS (kB) of a child process that runs only `system` ("ours",
-// "onednn" or "none") on case c: the child is this program re-executed in
-// --rss-child mode, so its VmHWM covers only its own fresh address space.
+// Peak RSS (kB) of a child process that runs only `system` ("ours" with
+// algorithm algo, "onednn" or "none") on case c: the child is this program
+// re-executed in --rss-child mode, so its VmHWM covers only its own fresh
+// address space.
 long child_peak_rss_kb(const Case &c, const std::string &system, int threads,
-                       std::string *why) {
+                       std::string *why, convpool_algo algo = CONVPOOL_ALGO_AUTO) {
   const std::string self = bench::self_exe_path();
   if (self.empty()) {
     *why = "cannot find /proc/self/exe";
@@ -509,7 +599,7 @@ long child_peak_rss_kb(const Case &c, const std::string &system, int threads,
       self, "--rss-child", system, convpool_dtype_name(c.dtype), std::to_string(s.batch),
       std::to_string(s.c_in), std::to_string(s.c_out), std::to_string(s.height),
       std::to_string(s.width), std::to_string(s.k), std::to_string(s.pool),
-      std::to_string(threads)};
+      std::to_string(threads), algo_name(algo)};
   std::string out;
   const int rc = bench::run_capture(argv, &out);
   const std::string kb = find_value(out, "vmhwm_kb");
@@ -520,8 +610,9 @@ long child_peak_rss_kb(const Case &c, const std::string &system, int threads,
 }
 
 // The --rss-child mode: build the inputs, run one system twice, print VmHWM.
+// Arguments: system dtype batch cin cout h w k pool threads algo.
 int rss_child_main(int argc, char **argv) {
-  if (argc != 12) {
+  if (argc != 13) {
     std::printf("n/a bad --rss-child arguments\n");
     return 2;
   }
@@ -529,8 +620,9 @@ int rss_child_main(int argc, char **argv) {
   Case c{};
   long long v[8];
   for (int i = 0; i < 8; ++i) v[i] = std::strtoll(argv[4 + i], nullptr, 10);
-  if (!parse_dtype(argv[3], &c.dtype)) {
-    std::printf("n/a bad dtype\n");
+  convpool_algo algo;
+  if (!parse_dtype(argv[3], &c.dtype) || !parse_algo(argv[12], &algo)) {
+    std::printf("n/a bad dtype or algorithm\n");
     return 2;
   }
   c.s = LayerShape{v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
@@ -540,7 +632,7 @@ int rss_child_main(int argc, char **argv) {
     std::string why;
     if (system == "ours") {
       Ours ours;
-      if (!ours.init(c.dtype, c.s, threads, d, &why) || !ours.run(d, &why) ||
+      if (!ours.init(c.dtype, c.s, threads, d, &why, algo) || !ours.run(d, &why) ||
           !ours.run(d, &why)) {
         std::printf("n/a %s\n", why.c_str());
         return 1;
@@ -563,13 +655,28 @@ int rss_child_main(int argc, char **argv) {
 // ---------------------------------------------------------------------------
 // One case
 
+// One of our algorithms in one case: its times, plan and correctness check.
+struct AlgoResult {
+  convpool_algo algo = CONVPOOL_ALGO_AUTO;
+  TimedResult time;
+  std::string plan;
+  bool checked = false, passed = true;
+  bench::Diff diff;
+};
+
+// Index in --algos of the algorithm shown as "ours": auto, or the first listed.
+size_t main_algo_index(const std::vector<convpool_algo> &algos) {
+  const auto it = std::find(algos.begin(), algos.end(), CONVPOOL_ALGO_AUTO);
+  return it == algos.end() ? 0 : (size_t)(it - algos.begin());
+}
+
 struct CaseResult {
   Case c{};
   int iters = 0;
-  TimedResult ours, dnnl_nchw, dnnl_blocked, torch;
-  std::string ours_plan, dnnl_impl;
-  bool checked = false, passed = true;
-  bench::Diff diff;
+  std::vector<AlgoResult> algos;  // ours, one per --algos entry, in that order
+  size_t main = 0;                // the entry shown in the "ours" columns
+  TimedResult dnnl_nchw, dnnl_blocked, torch;
+  std::string dnnl_impl;
   double tolerance = 0.0;
   std::string check_note;
   long rss_ours_kb = -1, rss_dnnl_kb = -1;
@@ -577,6 +684,19 @@ struct CaseResult {
   double other_load = NAN;  // cores used by other processes while timing (max of
                             // the in-process loop and the torch subprocess)
   int attempts = 1;         // runs of this case (reruns when disturbed)
+
+  const AlgoResult &ours() const { return algos[main]; }
+  bool checked() const {
+    for (const AlgoResult &a : algos)
+      if (a.checked) return true;
+    return false;
+  }
+  // False if any algorithm failed its check.
+  bool passed() const {
+    for (const AlgoResult &a : algos)
+      if (a.checked && !a.passed) return false;
+    return true;
+  }
 };
 
 // Largest acceptable max|ours - ref| / max|ref| against the fp32 reference:
@@ -607,29 +727,40 @@ double time_call(const Options &o, F &&fn) {
 CaseResult run_case(const Options &o, const Case &c, int threads, std::string *torch_version) {
   CaseResult r;
   r.c = c;
+  r.main = main_algo_index(o.algos);
   const CaseData data = make_data(c.dtype, c.s);
   {
-    Ours ours;
+    // One operator per algorithm, all created (weights packed, threads
+    // started) before any timing.
+    std::vector<std::unique_ptr<Ours>> ours;
+    r.algos.resize(o.algos.size());
+    for (size_t i = 0; i < o.algos.size(); ++i) {
+      AlgoResult &a = r.algos[i];
+      a.algo = o.algos[i];
+      ours.push_back(std::unique_ptr<Ours>(new Ours));
+      a.time.ok = ours[i]->init(c.dtype, c.s, threads, data, &a.time.why, a.algo);
+      if (a.time.ok) a.plan = ours[i]->plan_text();
+    }
     bench::OnednnLayer layer;
-    r.ours.ok = ours.init(c.dtype, c.s, threads, data, &r.ours.why);
-    if (r.ours.ok) r.ours_plan = ours.plan_text();
     const bool dnnl_ok = layer.init(c.dtype, c.s, threads, data.src.data(), data.weights.data(),
                                     data.bias.data(), &r.dnnl_nchw.why);
     r.dnnl_nchw.ok = r.dnnl_blocked.ok = dnnl_ok;
     r.dnnl_blocked.why = r.dnnl_nchw.why;
     if (dnnl_ok) r.dnnl_impl = layer.impl_info();
 
-    // The three in-process systems, each timed by one call.
+    // The in-process systems (each of our algorithms, then the two oneDNN
+    // variants), each timed by one call.
     struct Sys {
       TimedResult *result;
       std::function<void()> call;
     };
-    std::string run_error;
+    std::vector<std::string> run_errors(ours.size());
     std::vector<Sys> systems;
-    if (r.ours.ok)
-      systems.push_back({&r.ours, [&] {
-                           if (run_error.empty()) ours.run(data, &run_error);
-                         }});
+    for (size_t i = 0; i < ours.size(); ++i)
+      if (r.algos[i].time.ok)
+        systems.push_back({&r.algos[i].time, [&, i] {
+                             if (run_errors[i].empty()) ours[i]->run(data, &run_errors[i]);
+                           }});
     if (dnnl_ok) {
       systems.push_back({&r.dnnl_blocked, [&] { layer.run_blocked(); }});
       systems.push_back({&r.dnnl_nchw, [&] { layer.run_nchw(); }});
@@ -639,9 +770,17 @@ CaseResult run_case(const Options &o, const Case &c, int threads, std::string *t
       for (Sys &sys : systems) time_call(o, sys.call);
 
     // Timed iterations: at least --iters, and more (up to --max-iters) until
-    // every system has run --min-time seconds in total. The order of the
-    // systems flips every iteration so neither always runs right after the
-    // other.
+    // every system has run --min-time seconds in total. Every iteration runs
+    // each system once, in an order shuffled from a fixed seed that never
+    // starts with the system that ended the previous iteration: a system run
+    // twice in a row finds its own data in the caches (worth 5-8% on the
+    // small cases), and under any fixed order each system would always follow
+    // the same neighbour. This way every system follows each other one about
+    // equally often, and slow drifts of the machine hit all of them alike.
+    std::mt19937 rng(20240601u);
+    std::vector<size_t> order(systems.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    size_t last = systems.empty() ? 0 : systems.size() - 1;  // the warmup ran them in order
     const bench::CpuSample before = bench::sample_cpu();
     std::vector<double> total_ms(systems.size(), 0.0);
     const auto need_more = [&](int done) {
@@ -651,23 +790,30 @@ CaseResult run_case(const Options &o, const Case &c, int threads, std::string *t
     };
     int it = 0;
     for (; need_more(it); ++it) {
-      for (size_t j = 0; j < systems.size(); ++j) {
-        const size_t k = it % 2 ? systems.size() - 1 - j : j;
+      do {
+        std::shuffle(order.begin(), order.end(), rng);
+      } while (order.size() > 1 && order.front() == last);
+      for (size_t k : order) {
         const double ms = time_call(o, systems[k].call);
         systems[k].result->ms.push_back(ms);
         total_ms[k] += ms;
       }
+      if (!order.empty()) last = order.back();
     }
     r.iters = it;
     r.other_load = bench::other_load(before, bench::sample_cpu());
-    if (!run_error.empty()) {
-      r.ours.ok = false;
-      r.ours.why = run_error;
+    bool any_ok = false;
+    for (size_t i = 0; i < ours.size(); ++i) {
+      if (!run_errors[i].empty()) {
+        r.algos[i].time.ok = false;
+        r.algos[i].time.why = run_errors[i];
+      }
+      any_ok = any_ok || r.algos[i].time.ok;
     }
 
-    // Correctness: ours against the oneDNN fp32 output on the same values.
-    if (r.ours.ok) {
-      const std::vector<float> ours_out = bench::to_f32(ours.dst(), c.dtype, dst_count(c.s));
+    // Correctness: every algorithm against the oneDNN fp32 output on the same
+    // values.
+    if (any_ok) {
       std::vector<float> ref;
       if (c.dtype == CONVPOOL_FLOAT32 && dnnl_ok) {
         ref = bench::to_f32(layer.nchw_dst(), CONVPOOL_FLOAT32, dst_count(c.s));
@@ -683,14 +829,16 @@ CaseResult run_case(const Options &o, const Case &c, int threads, std::string *t
           r.check_note = "no fp32 reference: " + why;
         }
       }
-      if (!ref.empty()) {
-        r.checked = true;
-        r.diff = bench::compare(ours_out, ref);
-        r.tolerance = tolerance_for(c.dtype);
-        r.passed = r.diff.nonfinite == 0 && r.diff.rel <= r.tolerance;
+      r.tolerance = tolerance_for(c.dtype);
+      for (size_t i = 0; i < ours.size() && !ref.empty(); ++i) {
+        AlgoResult &a = r.algos[i];
+        if (!a.time.ok) continue;
+        a.checked = true;
+        a.diff = bench::compare(bench::to_f32(ours[i]->dst(), c.dtype, dst_count(c.s)), ref);
+        a.passed = a.diff.nonfinite == 0 && a.diff.rel <= r.tolerance;
       }
     }
-  }  // operator and oneDNN layer released before the subprocesses run
+  }  // operators and oneDNN layer released before the subprocesses run
 
   const bench::CpuSample torch_before = bench::sample_cpu();
   r.torch = run_torch(o, c, threads, r.iters, torch_version);
@@ -699,7 +847,8 @@ CaseResult run_case(const Options &o, const Case &c, int threads, std::string *t
     if (std::isfinite(load)) r.other_load = std::isfinite(r.other_load) ? std::max(r.other_load, load) : load;
   }
   if (o.rss) {
-    if (r.ours.ok) r.rss_ours_kb = child_peak_rss_kb(c, "ours", threads, &r.rss_ours_why);
+    if (r.ours().time.ok)
+      r.rss_ours_kb = child_peak_rss_kb(c, "ours", threads, &r.rss_ours_why, r.ours().algo);
     if (r.dnnl_nchw.ok) r.rss_dnnl_kb = child_peak_rss_kb(c, "onednn", threads, &r.rss_dnnl_why);
   }
   return r;
@@ -843,10 +992,68 @@ std::string fmt_pct(double v) { return std::isfinite(v) ? fmt_num(v) + "%" : "n/
 
 double ms_or_nan(const TimedResult &t) { return t.ok && !t.ms.empty() ? t.median() : NAN; }
 
+// The largest max rel diff over our checked algorithms (NaN if none).
+double worst_rel_diff(const CaseResult &r) {
+  double worst = NAN;
+  for (const AlgoResult &a : r.algos)
+    if (a.checked) worst = std::isfinite(worst) ? std::max(worst, a.diff.rel) : a.diff.rel;
+  return worst;
+}
+
+// The largest max rel diff, marked if any algorithm failed.
 std::string check_cell(const CaseResult &r) {
-  if (!r.checked) return "n/a";
+  if (!r.checked()) return "n/a";
   char text[64];
-  std::snprintf(text, sizeof text, "%.1e%s", r.diff.rel, r.passed ? "" : " **FAIL**");
+  std::snprintf(text, sizeof text, "%.1e%s", worst_rel_diff(r), r.passed() ? "" : " **FAIL**");
+  return text;
+}
+
+// auto is "within" when t_auto is at most this factor times the best time of
+// the explicitly chosen algorithms.
+constexpr double kAutoSlack = 1.05;
+
+// t_auto / min(t_sr, t_im2col) over the explicit algorithms timed in the
+// case; NaN if auto or all of them are missing.
+double auto_vs_best(const CaseResult &r) {
+  double t_auto = NAN, best = INFINITY;
+  for (const AlgoResult &a : r.algos) {
+    const double t = ms_or_nan(a.time);
+    if (a.algo == CONVPOOL_ALGO_AUTO) {
+      t_auto = t;
+    } else if (std::isfinite(t)) {
+      best = std::min(best, t);
+    }
+  }
+  return std::isfinite(best) ? t_auto / best : NAN;
+}
+
+std::string auto_vs_best_cell(const CaseResult &r) {
+  const double v = auto_vs_best(r);
+  if (!std::isfinite(v)) return "n/a";
+  return fmt("%.3f", v) + (v > kAutoSlack ? " **>" + fmt("%.2f", kAutoSlack) + "**" : "");
+}
+
+// One algorithm's median, marked if its check failed.
+std::string algo_ms_cell(const AlgoResult &a) {
+  return fmt_ms(ms_or_nan(a.time)) + (a.checked && !a.passed ? " **FAIL**" : "");
+}
+
+// The comparison columns appear when more than one algorithm is timed;
+// "auto vs best" needs auto and at least one other.
+bool algo_columns(const Options &o) { return o.algos.size() > 1; }
+bool auto_column(const Options &o) {
+  return algo_columns(o) &&
+         std::find(o.algos.begin(), o.algos.end(), CONVPOOL_ALGO_AUTO) != o.algos.end();
+}
+
+// "sr and im2col": the explicit algorithms auto is compared with.
+std::string explicit_algo_names(const Options &o) {
+  std::vector<std::string> names;
+  for (convpool_algo a : o.algos)
+    if (a != CONVPOOL_ALGO_AUTO) names.push_back(algo_name(a));
+  std::string text;
+  for (size_t i = 0; i < names.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
   return text;
 }
 
@@ -875,21 +1082,43 @@ std::string make_markdown(const Machine &m, const Options &o, const std::vector<
   } else {
     md << o.iters << " timed";
   }
-  md << "); ours and both oneDNN variants alternate every iteration. oneDNN's OpenMP "
+  md << "); ";
+  if (algo_columns(o)) {
+    md << "our algorithms (";
+    for (size_t i = 0; i < o.algos.size(); ++i) md << (i ? ", " : "") << algo_name(o.algos[i]);
+    md << ", one operator each)";
+  } else {
+    md << "ours";
+  }
+  md << " and both oneDNN variants run once per iteration, in a shuffled order that never "
+        "repeats a system back to back. oneDNN's OpenMP "
         "threads: "
      << m.omp_spin << ". Load average at the start / end: "
      << m.load_start << " / " << m.load_end << " (the machine is shared; above ~0.5 the "
         "numbers are disturbed).\n\n";
 
-  md << "| case | ours ms | oneDNN NCHW ms | oneDNN blocked ms | torch ms | ours/oneDNN-NCHW "
+  // With several algorithms, their times (and auto vs best) follow "ours ms".
+  md << "| case | ours ms";
+  std::string align = "|---|--:";
+  if (algo_columns(o)) {
+    for (convpool_algo a : o.algos) md << " | " << algo_name(a) << " ms";
+    if (auto_column(o)) md << " | auto vs best";
+    for (size_t i = 0; i < o.algos.size() + (auto_column(o) ? 1 : 0); ++i) align += "|--:";
+  }
+  md << " | oneDNN NCHW ms | oneDNN blocked ms | torch ms | ours/oneDNN-NCHW "
         "| ours/oneDNN-blocked | ours/torch | ours GFLOP/s | % of peak | ours GB/s "
         "| RSS ours MB | RSS oneDNN MB | max rel diff | other load |\n";
-  md << "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n";
+  md << align << "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n";
   for (const CaseResult &r : rs) {
-    const double t = ms_or_nan(r.ours), tn = ms_or_nan(r.dnnl_nchw),
+    const double t = ms_or_nan(r.ours().time), tn = ms_or_nan(r.dnnl_nchw),
                  tb = ms_or_nan(r.dnnl_blocked), tt = ms_or_nan(r.torch);
     const double gflops = case_flop(r.c) / (t * 1e6);
-    md << "| " << case_label(r.c) << " | " << fmt_ms(t) << " | " << fmt_ms(tn) << " | "
+    md << "| " << case_label(r.c) << " | " << fmt_ms(t);
+    if (algo_columns(o)) {
+      for (const AlgoResult &a : r.algos) md << " | " << algo_ms_cell(a);
+      if (auto_column(o)) md << " | " << auto_vs_best_cell(r);
+    }
+    md << " | " << fmt_ms(tn) << " | "
        << fmt_ms(tb) << " | " << fmt_ms(tt) << " | " << fmt_num(t / tn) << " | "
        << fmt_num(t / tb) << " | " << fmt_num(t / tt) << " | " << fmt_num(gflops) << " | "
        << fmt_pct(100.0 * gflops / peak_for(m, r.c.dtype)) << " | "
@@ -899,13 +1128,36 @@ std::string make_markdown(const Machine &m, const Options &o, const std::vector<
   }
   md << "\n";
 
+  // Whether auto stays within kAutoSlack of the best explicit algorithm.
+  if (auto_column(o)) {
+    int within = 0, compared = 0;
+    std::string above;
+    for (const CaseResult &r : rs) {
+      const double v = auto_vs_best(r);
+      if (!std::isfinite(v)) continue;
+      ++compared;
+      if (v <= kAutoSlack) {
+        ++within;
+      } else {
+        above += (above.empty() ? "" : "; ") + case_label(r.c) + " (" + fmt("%.3f", v) + ")";
+      }
+    }
+    md << "auto within " << fmt("%.0f", 100.0 * (kAutoSlack - 1.0)) << "% of the better of "
+       << explicit_algo_names(o) << ": " << within << " of " << compared << " cases";
+    if (!above.empty()) md << "; above: " << above;
+    md << ".\n\n";
+  }
+
   // The peak is a maximum over samples, so it can only be too low; a rate
   // above it means every sample was disturbed by other load.
   bool above_peak = false;
-  for (const CaseResult &r : rs)
-    for (const TimedResult *t : {&r.ours, &r.dnnl_nchw, &r.dnnl_blocked, &r.torch})
+  for (const CaseResult &r : rs) {
+    std::vector<const TimedResult *> times = {&r.dnnl_nchw, &r.dnnl_blocked, &r.torch};
+    for (const AlgoResult &a : r.algos) times.push_back(&a.time);
+    for (const TimedResult *t : times)
       if (case_flop(r.c) / (ms_or_nan(*t) * 1e6) > 1.02 * peak_for(m, r.c.dtype))
         above_peak = true;
+  }
   if (above_peak)
     md << "**Warning:** a measured rate exceeds the measured peak by more than 2%: the peak "
           "samples were probably all lowered by other load, so % of peak reads high.\n\n";
@@ -925,7 +1177,23 @@ std::string make_markdown(const Machine &m, const Options &o, const std::vector<
 
   md << "Columns:\n\n"
      << "- *ours*: `convpool_op_run` on NCHW input to NCHW output; the operator (packed "
-        "weights, thread pool) is created once, outside the timing.\n"
+        "weights, thread pool) is created once, outside the timing. Algorithm: "
+     << algo_name(o.algos[main_algo_index(o.algos)]) << ".\n";
+  if (algo_columns(o)) {
+    md << "- *sr / im2col / auto ms*: the same for each algorithm "
+          "(`convpool_options.algo`: shift-reduce, im2col + GEMM, the library's choice), "
+          "each with its own operator, all interleaved with oneDNN in the same loop; the "
+          "*ours* columns repeat "
+       << algo_name(o.algos[main_algo_index(o.algos)]) << ". A time marked FAIL failed its "
+          "correctness check.\n";
+    if (auto_column(o))
+      md << "- *auto vs best*: t_auto / min(t of " << explicit_algo_names(o)
+         << "); above " << fmt("%.2f", kAutoSlack) << " (marked) auto is more than "
+         << fmt("%.0f", 100.0 * (kAutoSlack - 1.0))
+         << "% slower than the better choice. Where auto picks the same algorithm as "
+            "another column, their ratio shows the run-to-run noise.\n";
+  }
+  md
      << "- *oneDNN blocked*: convolution (format_tag::any, bias included) + max pooling "
         "primitives on memory already in oneDNN's blocked layouts; reorders excluded. "
         "*oneDNN NCHW*: the same plus the NCHW->blocked src reorder and the blocked->NCHW "
@@ -944,7 +1212,9 @@ std::string make_markdown(const Machine &m, const Options &o, const std::vector<
      << rss_cell(m.baseline_rss_kb) << " MB for a child that does no work).\n"
      << "- *max rel diff*: max |ours - ref| / max |ref| over the output, where ref is "
         "oneDNN's fp32 result on the same (for fp16/bf16: widened) input values; limits "
-        "1e-4 fp32, 2e-3 fp16, 1.6e-2 bf16.\n"
+        "1e-4 fp32, 2e-3 fp16, 1.6e-2 bf16"
+     << (algo_columns(o) ? "; the largest over the algorithms (each is in the details)" : "")
+     << ".\n"
      << "- *other load*: CPU cores' worth of time used by other processes (or stolen by the "
         "hypervisor) while the case was timed (the in-process loop and the torch process, "
         "the larger): busy time in /proc/stat minus this process's and its children's CPU "
@@ -956,16 +1226,24 @@ std::string make_markdown(const Machine &m, const Options &o, const std::vector<
   for (const CaseResult &r : rs) {
     md << "- " << case_label(r.c) << ": " << r.iters << " timed iterations";
     if (r.attempts > 1) md << " (best of " << r.attempts << " runs by other load)";
-    if (r.ours.ok) md << "; ours: " << r.ours_plan;
+    // Each algorithm's plan (or why it has none) and its check; one
+    // algorithm keeps the single-system wording.
+    for (const AlgoResult &a : r.algos) {
+      const std::string who = algo_columns(o) ? std::string(algo_name(a.algo)) : "ours";
+      if (a.time.ok) md << "; " << who << ": " << a.plan;
+      if (!a.time.why.empty()) md << "; " << (algo_columns(o) ? who + ": " : "") << a.time.why;
+      if (a.checked)
+        md << (algo_columns(o) ? ", max rel diff " + fmt("%.2e", a.diff.rel) + ", " : "; ")
+           << "max |diff| " << fmt("%.3g", a.diff.max_abs) << " of max |ref| "
+           << fmt("%.3g", a.diff.max_ref)
+           << (a.diff.nonfinite ? ", non-finite values where ref is finite" : "")
+           << (a.passed ? "" : " (FAIL)");
+    }
     if (!r.dnnl_impl.empty()) md << "; oneDNN: " << r.dnnl_impl;
-    for (const std::string *why : {&r.ours.why, &r.dnnl_nchw.why, &r.torch.why, &r.check_note})
+    for (const std::string *why : {&r.dnnl_nchw.why, &r.torch.why, &r.check_note})
       if (!why->empty()) md << "; " << *why;
     if (!r.rss_ours_why.empty()) md << "; RSS ours n/a: " << r.rss_ours_why;
     if (!r.rss_dnnl_why.empty()) md << "; RSS oneDNN n/a: " << r.rss_dnnl_why;
-    if (r.checked)
-      md << "; max |diff| " << fmt("%.3g", r.diff.max_abs) << " of max |ref| "
-         << fmt("%.3g", r.diff.max_ref)
-         << (r.diff.nonfinite ? ", non-finite values where ref is finite" : "");
     md << "\n";
   }
   return md.str();
@@ -973,7 +1251,11 @@ std::string make_markdown(const Machine &m, const Options &o, const std::vector<
 
 std::string csv_num(double v) { return std::isfinite(v) ? fmt("%.6g", v) : ""; }
 
-void write_csv(const std::string &path, const Machine &m, const std::vector<CaseResult> &rs) {
+// With several algorithms, each adds <name>_ms, <name>_min_ms and
+// <name>_max_rel_diff after the fixed columns, and auto_vs_best follows when
+// auto is one of them; max_rel_diff is the largest over the algorithms.
+void write_csv(const std::string &path, const Machine &m, const Options &o,
+               const std::vector<CaseResult> &rs) {
   std::ofstream f(path);
   f << "# machine: " << m.brand << "\n# threads: " << m.threads
     << "\n# peak_fp32: " << peak_for(m, CONVPOOL_FLOAT32)
@@ -982,24 +1264,39 @@ void write_csv(const std::string &path, const Machine &m, const std::vector<Case
        "ours_ms,onednn_nchw_ms,onednn_blocked_ms,torch_ms,"
        "ours_min_ms,onednn_nchw_min_ms,onednn_blocked_min_ms,"
        "ours_gflops,onednn_nchw_gflops,onednn_blocked_gflops,torch_gflops,peak_gflops,"
-       "ours_gbps,rss_ours_mb,rss_onednn_mb,max_rel_diff,other_load\n";
+       "ours_gbps,rss_ours_mb,rss_onednn_mb,max_rel_diff,other_load";
+  if (algo_columns(o)) {
+    for (convpool_algo a : o.algos) {
+      const std::string n = algo_name(a);
+      f << "," << n << "_ms," << n << "_min_ms," << n << "_max_rel_diff";
+    }
+    if (auto_column(o)) f << ",auto_vs_best";
+  }
+  f << "\n";
+  const auto mn = [](const TimedResult &x) { return x.ok ? bench::minimum(x.ms) : NAN; };
   for (const CaseResult &r : rs) {
     const double flop = case_flop(r.c);
-    const double t[4] = {ms_or_nan(r.ours), ms_or_nan(r.dnnl_nchw), ms_or_nan(r.dnnl_blocked),
-                         ms_or_nan(r.torch)};
-    const auto mn = [](const TimedResult &x) { return x.ok ? bench::minimum(x.ms) : NAN; };
+    const double t[4] = {ms_or_nan(r.ours().time), ms_or_nan(r.dnnl_nchw),
+                         ms_or_nan(r.dnnl_blocked), ms_or_nan(r.torch)};
     const LayerShape &s = r.c.s;
     f << case_label(r.c) << "," << convpool_dtype_name(r.c.dtype) << "," << s.batch << ","
       << s.c_in << "," << s.c_out << "," << s.height << "," << s.width << "," << s.k << ","
       << s.pool << "," << r.iters << "," << csv_num(flop * 1e-9);
     for (double x : t) f << "," << csv_num(x);
-    f << "," << csv_num(mn(r.ours)) << "," << csv_num(mn(r.dnnl_nchw)) << ","
+    f << "," << csv_num(mn(r.ours().time)) << "," << csv_num(mn(r.dnnl_nchw)) << ","
       << csv_num(mn(r.dnnl_blocked));
     for (double x : t) f << "," << csv_num(flop / (x * 1e6));
     f << "," << csv_num(peak_for(m, r.c.dtype)) << "," << csv_num(case_bytes(r.c) / (t[0] * 1e6))
       << "," << csv_num(r.rss_ours_kb < 0 ? NAN : (double)r.rss_ours_kb / 1024.0) << ","
       << csv_num(r.rss_dnnl_kb < 0 ? NAN : (double)r.rss_dnnl_kb / 1024.0) << ","
-      << csv_num(r.checked ? r.diff.rel : NAN) << "," << csv_num(r.other_load) << "\n";
+      << csv_num(worst_rel_diff(r)) << "," << csv_num(r.other_load);
+    if (algo_columns(o)) {
+      for (const AlgoResult &a : r.algos)
+        f << "," << csv_num(ms_or_nan(a.time)) << "," << csv_num(mn(a.time)) << ","
+          << csv_num(a.checked ? a.diff.rel : NAN);
+      if (auto_column(o)) f << "," << csv_num(auto_vs_best(r));
+    }
+    f << "\n";
   }
 }
 
@@ -1116,21 +1413,28 @@ int main(int argc, char **argv) {
     }
     results.push_back(std::move(best));
     const CaseResult &r = results.back();
+    if (algo_columns(o)) {
+      for (const AlgoResult &a : r.algos)
+        std::printf("%s %s ms, ", algo_name(a.algo), fmt_ms(ms_or_nan(a.time)).c_str());
+      if (auto_column(o)) std::printf("auto vs best %s, ", auto_vs_best_cell(r).c_str());
+    }
     std::printf(
         "ours %s ms, oneDNN NCHW %s / blocked %s ms, torch %s ms, diff %s, other load %s "
         "(%.1f s)\n",
-        fmt_ms(ms_or_nan(r.ours)).c_str(), fmt_ms(ms_or_nan(r.dnnl_nchw)).c_str(),
+        fmt_ms(ms_or_nan(r.ours().time)).c_str(), fmt_ms(ms_or_nan(r.dnnl_nchw)).c_str(),
         fmt_ms(ms_or_nan(r.dnnl_blocked)).c_str(), fmt_ms(ms_or_nan(r.torch)).c_str(),
         check_cell(r).c_str(), fmt("%.2f", r.other_load).c_str(), (bench::now_ms() - t0) * 1e-3);
     // A short peak sample between cases: the peak is a maximum, and the
     // machine is shared, so more samples make a disturbed value less likely.
     measure_peaks(o, &m, nullptr);
-    if (r.checked && !r.passed) {
+    for (const AlgoResult &a : r.algos) {
+      if (!a.checked || a.passed) continue;
       all_passed = false;
       std::fprintf(stderr,
-                   "convpool-bench: FAIL %s: max |ours - oneDNN| / max |ref| = %.3g > %.1g "
+                   "convpool-bench: FAIL %s (%s): max |ours - oneDNN| / max |ref| = %.3g > %.1g "
                    "(%zu non-finite)\n",
-                   case_label(c).c_str(), r.diff.rel, r.tolerance, r.diff.nonfinite);
+                   case_label(c).c_str(), algo_name(a.algo), a.diff.rel, r.tolerance,
+                   a.diff.nonfinite);
     }
   }
 
@@ -1162,7 +1466,7 @@ int main(int argc, char **argv) {
     if (!f) std::fprintf(stderr, "convpool-bench: cannot write %s\n", o.out.c_str());
   }
   const std::string csv = with_extension(o.out, ".csv"), png = with_extension(o.out, ".png");
-  write_csv(csv, m, results);
+  write_csv(csv, m, o, results);
   std::printf("\nwrote %s and %s\n", o.out.c_str(), csv.c_str());
 
   if (o.plot) {
