@@ -17,7 +17,7 @@ run: build
 	./$(BUILD)/bin/convpool --show-tiling
 
 deps:
-	./tools/install-deps.sh
+	sh tools/install-deps.sh
 
 test: deps build
 	cd $(BUILD) && ctest --output-on-failure -j 1
