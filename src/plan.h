@@ -5,9 +5,10 @@
  * Work item = (batch, group of `group` pooled rows, block of `col_block` conv
  * columns, group of output-channel blocks). An item first packs its input
  * panel -- all C_in channels x (group*pool + k - 1) rows x (col_block + k - 1)
- * columns, converted to fp32 -- into per-thread scratch sized from L2, then
- * for each channel block of MR runs the microkernel over the panel's conv
- * positions into a tile buffer, and pools the buffer into dst. Each item owns
+ * columns, as fp32 (or bf16 channel pairs for the pair kernels); for im2col,
+ * the strip of its tiles instead -- into per-thread scratch sized from L2,
+ * then for each channel block of MR runs the microkernel over the panel's
+ * conv positions into a tile buffer, and pools the buffer into dst. Each item owns
  * a disjoint region of dst, so the result does not depend on the thread count.
  */
 #ifndef CONVPOOL_PLAN_H

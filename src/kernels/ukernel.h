@@ -9,7 +9,8 @@
  *
  * with the sum taken in exactly that (c, i, j) order, in fp32 (one FMA per
  * term where the ISA has one). x points at position p0 of channel 0 of an
- * input panel (fp32, see the driver); w is packed fp32. The kernel reads
+ * input panel (32-bit elements: fp32, or a bf16 channel pair for the pair
+ * kernels, whose c then counts pairs); w is packed the same way. The kernel reads
  * x[c*cs + i*rs + j + n] for every n < NR: the caller makes sure all of it
  * lies inside the panel. Columns of the tile that fall past the end of a conv
  * row hold values the caller discards.
