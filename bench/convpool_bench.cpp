@@ -932,7 +932,7 @@ struct Machine {
   std::string brand;
   convpool_info info{};
   int threads = 1;
-  double peak[BENCH_PEAK_COUNT] = {0, 0, 0};
+  double peak[PEAK_COUNT] = {0, 0, 0};
   std::string torch_version;
   long baseline_rss_kb = -1;
   std::string load_start, load_end;  // 1-minute load averages
@@ -950,9 +950,9 @@ std::string load_average() {
 // best fp32 FMA peak (AVX-512 if present) for fp32 and fp16 (fp16 is
 // computed with fp32 FMAs).
 double peak_for(const Machine &m, convpool_dtype d) {
-  if (d == CONVPOOL_BFLOAT16) return m.peak[BENCH_PEAK_BF16_AVX512];
-  return m.peak[BENCH_PEAK_FP32_AVX512] > 0 ? m.peak[BENCH_PEAK_FP32_AVX512]
-                                            : m.peak[BENCH_PEAK_FP32_AVX2];
+  if (d == CONVPOOL_BFLOAT16) return m.peak[PEAK_BF16_AVX512];
+  return m.peak[PEAK_FP32_AVX512] > 0 ? m.peak[PEAK_FP32_AVX512]
+                                            : m.peak[PEAK_FP32_AVX2];
 }
 
 std::string fmt(const char *format, double v) {
@@ -970,12 +970,12 @@ void measure_peaks(const Options &o, Machine *m, const char *when) {
   const double seconds = when ? o.peak_seconds : std::min(o.peak_seconds, 0.1);
   const int trials = when ? o.peak_trials : 1;
   if (when) std::printf("  FMA peak at the %s on %d threads:", when, m->threads);
-  for (int k = 0; k < BENCH_PEAK_COUNT; ++k) {
-    const double p = bench_fma_peak((bench_peak_kind)k, m->threads, seconds, trials);
+  for (int k = 0; k < PEAK_COUNT; ++k) {
+    const double p = peak_fma((peak_kind)k, m->threads, seconds, trials);
     m->peak[k] = std::max(m->peak[k], p);
     if (when)
-      std::printf(" %s %s%s", bench_peak_name((bench_peak_kind)k),
-                  p > 0 ? fmt("%.0f", p).c_str() : "n/a", k + 1 < BENCH_PEAK_COUNT ? "," : "");
+      std::printf(" %s %s%s", peak_name((peak_kind)k),
+                  p > 0 ? fmt("%.0f", p).c_str() : "n/a", k + 1 < PEAK_COUNT ? "," : "");
   }
   if (when) std::printf(" GFLOP/s\n");
 }
@@ -1069,9 +1069,9 @@ std::string make_markdown(const Machine &m, const Options &o, const std::vector<
      << ".\n\n";
   md << "Measured FMA peak on " << m.threads << " threads (best of the samples taken at the "
         "start, between cases and at the end): "
-     << fmt("%.0f", m.peak[BENCH_PEAK_FP32_AVX512]) << " GFLOP/s fp32 AVX-512, "
-     << fmt("%.0f", m.peak[BENCH_PEAK_FP32_AVX2]) << " fp32 AVX2, "
-     << fmt("%.0f", m.peak[BENCH_PEAK_BF16_AVX512]) << " bf16 (vdpbf16ps).\n\n";
+     << fmt("%.0f", m.peak[PEAK_FP32_AVX512]) << " GFLOP/s fp32 AVX-512, "
+     << fmt("%.0f", m.peak[PEAK_FP32_AVX2]) << " fp32 AVX2, "
+     << fmt("%.0f", m.peak[PEAK_BF16_AVX512]) << " bf16 (vdpbf16ps).\n\n";
   md << "Versions: convpool " << m.info.version << " (ISA " << m.info.isa << "), oneDNN "
      << bench::onednn_version() << ", torch "
      << (m.torch_version.empty() ? std::string("n/a") : m.torch_version) << ".\n\n";
@@ -1259,7 +1259,7 @@ void write_csv(const std::string &path, const Machine &m, const Options &o,
   std::ofstream f(path);
   f << "# machine: " << m.brand << "\n# threads: " << m.threads
     << "\n# peak_fp32: " << peak_for(m, CONVPOOL_FLOAT32)
-    << "\n# peak_bf16: " << m.peak[BENCH_PEAK_BF16_AVX512] << "\n";
+    << "\n# peak_bf16: " << m.peak[PEAK_BF16_AVX512] << "\n";
   f << "case,dtype,batch,cin,cout,height,width,k,pool,iters,gflop,"
        "ours_ms,onednn_nchw_ms,onednn_blocked_ms,torch_ms,"
        "ours_min_ms,onednn_nchw_min_ms,onednn_blocked_min_ms,"
@@ -1361,7 +1361,7 @@ int main(int argc, char **argv) {
 
   Machine m;
   char brand[64];
-  bench_cpu_brand(brand, sizeof brand);
+  peak_cpu_brand(brand, sizeof brand);
   m.brand = brand;
   if (convpool_get_info(&m.info) != CONVPOOL_SUCCESS) {
     std::fprintf(stderr, "convpool-bench: convpool_get_info failed: %s\n", convpool_last_error());

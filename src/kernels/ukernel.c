@@ -9,6 +9,11 @@ static const cp_sr_ukernel cp_sr_ukernels[] = {
 #undef CP_SR_UKERNEL
 };
 
+const cp_sr_ukernel *cp_sr_ukernel_list(size_t *count) {
+  *count = sizeof cp_sr_ukernels / sizeof cp_sr_ukernels[0];
+  return cp_sr_ukernels;
+}
+
 const cp_sr_ukernel *cp_sr_ukernel_select(convpool_dtype dtype, cp_isa isa) {
   /* Highest ISA not above `isa`; the first listed kernel of that ISA. */
   const cp_sr_ukernel *best = NULL;

@@ -44,6 +44,9 @@ typedef struct cp_sr_ukernel {
 #include "sr-ukernels.inc"
 #undef CP_SR_UKERNEL
 
+/* Every listed kernel, in the order of sr-ukernels.inc (for tests and benchmarks). */
+const cp_sr_ukernel *cp_sr_ukernel_list(size_t *count);
+
 /* The main kernel for a dtype on an ISA (the best listed one), or NULL. */
 const cp_sr_ukernel *cp_sr_ukernel_select(convpool_dtype dtype, cp_isa isa);
 

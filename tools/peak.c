@@ -28,7 +28,7 @@ static uint64_t read_xcr0(void) {
   return ((uint64_t)hi << 32) | lo;
 }
 
-void bench_cpu_get_features(bench_cpu_features *f) {
+void peak_cpu_get_features(peak_cpu_features *f) {
   unsigned a, b, c, d;
   memset(f, 0, sizeof *f);
   if (!__get_cpuid(1, &a, &b, &c, &d)) return;
@@ -46,7 +46,7 @@ void bench_cpu_get_features(bench_cpu_features *f) {
   f->avx512bf16 = f->avx512f && ((a >> 5) & 1);
 }
 
-void bench_cpu_brand(char *text, int capacity) {
+void peak_cpu_brand(char *text, int capacity) {
   unsigned regs[12];
   if (capacity <= 0) return;
   if ((unsigned)__get_cpuid_max(0x80000000u, 0) < 0x80000004u) {
@@ -70,11 +70,11 @@ void bench_cpu_brand(char *text, int capacity) {
   text[n] = '\0';
 }
 
-const char *bench_peak_name(bench_peak_kind kind) {
+const char *peak_name(peak_kind kind) {
   switch (kind) {
-    case BENCH_PEAK_FP32_AVX512: return "fp32 AVX-512 FMA";
-    case BENCH_PEAK_FP32_AVX2: return "fp32 AVX2 FMA";
-    case BENCH_PEAK_BF16_AVX512: return "bf16 AVX512-BF16 dot";
+    case PEAK_FP32_AVX512: return "fp32 AVX-512 FMA";
+    case PEAK_FP32_AVX2: return "fp32 AVX2 FMA";
+    case PEAK_BF16_AVX512: return "bf16 AVX512-BF16 dot";
     default: return "unknown";
   }
 }
@@ -86,7 +86,7 @@ const char *bench_peak_name(bench_peak_kind kind) {
 #define REP24(S) REP12(S) S(12) S(13) S(14) S(15) S(16) S(17) S(18) S(19) S(20) S(21) S(22) S(23)
 
 /* Flop per loop iteration of each variant (instructions x flop each). */
-static const double flop_per_iter[BENCH_PEAK_COUNT] = {
+static const double flop_per_iter[PEAK_COUNT] = {
     24.0 * 2 * 16, /* 24 zmm FMAs, 16 lanes */
     12.0 * 2 * 8,  /* 12 ymm FMAs, 8 lanes */
     24.0 * 4 * 16, /* 24 vdpbf16ps, 16 lanes x 2 products x (mul + add) */
@@ -156,7 +156,7 @@ __attribute__((target("avx512f,avx512bf16"), noinline)) static float loop_bf16_a
 
 typedef struct peak_thread {
   pthread_t thread;
-  bench_peak_kind kind;
+  peak_kind kind;
   double seconds;
   volatile int *go; /* 0: wait, 1: run, -1: give up */
   double flop_per_s; /* result */
@@ -169,11 +169,11 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static float run_chunk(bench_peak_kind kind, uint64_t n) {
+static float run_chunk(peak_kind kind, uint64_t n) {
   switch (kind) {
-    case BENCH_PEAK_FP32_AVX512: return loop_fp32_avx512(n);
-    case BENCH_PEAK_FP32_AVX2: return loop_fp32_avx2(n);
-    case BENCH_PEAK_BF16_AVX512: return loop_bf16_avx512(n);
+    case PEAK_FP32_AVX512: return loop_fp32_avx512(n);
+    case PEAK_FP32_AVX2: return loop_fp32_avx2(n);
+    case PEAK_BF16_AVX512: return loop_bf16_avx512(n);
     default: return 0.0f;
   }
 }
@@ -199,12 +199,12 @@ static void *peak_thread_main(void *arg) {
   return NULL;
 }
 
-double bench_fma_peak(bench_peak_kind kind, int threads, double seconds, int trials) {
-  bench_cpu_features f;
-  bench_cpu_get_features(&f);
-  const int supported = kind == BENCH_PEAK_FP32_AVX512   ? f.avx512f
-                        : kind == BENCH_PEAK_FP32_AVX2   ? f.avx2_fma
-                        : kind == BENCH_PEAK_BF16_AVX512 ? f.avx512bf16
+double peak_fma(peak_kind kind, int threads, double seconds, int trials) {
+  peak_cpu_features f;
+  peak_cpu_get_features(&f);
+  const int supported = kind == PEAK_FP32_AVX512   ? f.avx512f
+                        : kind == PEAK_FP32_AVX2   ? f.avx2_fma
+                        : kind == PEAK_BF16_AVX512 ? f.avx512bf16
                                                          : 0;
   if (!supported || threads < 1 || threads > 1024) return 0.0;
   peak_thread t[1024];

@@ -272,9 +272,9 @@ static int cmp_double(const void *a, const void *b) {
 
 /* The peak of the instructions the plan's kernel uses, measured on `threads` threads. */
 static double cli_fma_peak(const char *isa, int threads) {
-  if (strcmp(isa, "avx512bf16") == 0) return bench_fma_peak(BENCH_PEAK_BF16_AVX512, threads, 0.2, 3);
-  if (strcmp(isa, "avx512f") == 0) return bench_fma_peak(BENCH_PEAK_FP32_AVX512, threads, 0.2, 3);
-  if (strcmp(isa, "avx2") == 0) return bench_fma_peak(BENCH_PEAK_FP32_AVX2, threads, 0.2, 3);
+  if (strcmp(isa, "avx512bf16") == 0) return peak_fma(PEAK_BF16_AVX512, threads, 0.2, 3);
+  if (strcmp(isa, "avx512f") == 0) return peak_fma(PEAK_FP32_AVX512, threads, 0.2, 3);
+  if (strcmp(isa, "avx2") == 0) return peak_fma(PEAK_FP32_AVX2, threads, 0.2, 3);
   return 0;
 }
 
