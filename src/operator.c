@@ -96,6 +96,21 @@ static convpool_status cp_op_plan(const convpool_op *op, int64_t batch, int64_t 
 
 /* ---- lifecycle ---- */
 
+static convpool_status cp_check_options(const convpool_options *o);
+
+/* The caller's options (or the defaults), read up to the caller's size. */
+static convpool_status cp_read_options(const convpool_options *options, convpool_options *o) {
+  convpool_options_init(o);
+  if (options == NULL) return CONVPOOL_SUCCESS;
+  if (options->size != sizeof *o) /* the only version so far */
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
+                   "options->size = %zu is not a convpool_options size (%zu): initialise it "
+                   "with convpool_options_init",
+                   options->size, sizeof *o);
+  memcpy(o, options, sizeof *o);
+  return cp_check_options(o);
+}
+
 static convpool_status cp_check_options(const convpool_options *o) {
   if (o->threads < 0 || o->threads > CP_MAX_THREADS)
     return cp_fail(CONVPOOL_INVALID_ARGUMENT, "threads = %d must be in 0..%d (0 = all usable)",
@@ -133,10 +148,10 @@ convpool_status convpool_op_create(convpool_dtype dtype, const void *weights, co
   cp_clear_error();
   if (op_out == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "op_out is NULL");
   *op_out = NULL;
-  convpool_options defaults;
-  convpool_options_init(&defaults);
-  const convpool_options *o = options != NULL ? options : &defaults;
-  convpool_status st;
+  convpool_options opts;
+  convpool_status st = cp_read_options(options, &opts);
+  if (st != CONVPOOL_SUCCESS) return st;
+  const convpool_options *o = &opts;
   if ((st = cp_check_dtype(dtype)) != CONVPOOL_SUCCESS) return st;
   if (weights == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "weights is NULL");
   if ((st = cp_check_aligned("weights", weights, dtype)) != CONVPOOL_SUCCESS) return st;
@@ -145,7 +160,6 @@ convpool_status convpool_op_create(convpool_dtype dtype, const void *weights, co
   if ((st = cp_check_positive("c_in", c_in)) != CONVPOOL_SUCCESS) return st;
   if ((st = cp_check_positive("k", k)) != CONVPOOL_SUCCESS) return st;
   if ((st = cp_check_positive("pool", pool)) != CONVPOOL_SUCCESS) return st;
-  if ((st = cp_check_options(o)) != CONVPOOL_SUCCESS) return st;
   size_t wbytes;
   if ((size_t)k > SIZE_MAX / (size_t)k || !cp_mul((size_t)c_out, (size_t)c_in, &wbytes) ||
       !cp_mul(wbytes, (size_t)(k * k), &wbytes) ||

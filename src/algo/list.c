@@ -1,21 +1,17 @@
-/*
- * The algorithms, best first: auto takes the first one that does not decline
- * the layer (as oneDNN walks its implementation list). The order is measured
- * (README, "Choosing the algorithm"): shift-reduce holds each input element
- * once per item and was faster than im2col on every benchmark shape, so
- * im2col comes after it and is used when asked for by name.
- */
+/* The list of algorithms (algorithms.inc), the choice of auto, and the names. */
 #include <stdio.h>
 #include <string.h>
 
 #include "algo.h"
 
-extern const cp_algorithm cp_algorithm_shift_reduce;
-extern const cp_algorithm cp_algorithm_im2col;
+#define CP_ALGORITHM(name) extern const cp_algorithm cp_algorithm_##name;
+#include "algorithms.inc"
+#undef CP_ALGORITHM
 
 static const cp_algorithm *const cp_algorithms[] = {
-    &cp_algorithm_shift_reduce,
-    &cp_algorithm_im2col,
+#define CP_ALGORITHM(name) &cp_algorithm_##name,
+#include "algorithms.inc"
+#undef CP_ALGORITHM
 };
 
 const cp_algorithm *const *cp_algorithm_list(size_t *count) {
@@ -68,4 +64,31 @@ convpool_status cp_algorithm_choose(convpool_algo requested, const cp_layer *lay
   }
   if (*out == NULL) return cp_fail(CONVPOOL_UNSUPPORTED, "no algorithm computes this layer");
   return CONVPOOL_SUCCESS;
+}
+
+const char *convpool_algo_name(convpool_algo algo) {
+  if (algo == CONVPOOL_ALGO_AUTO) return "auto";
+  const cp_algorithm *a = cp_algorithm_find(algo);
+  return a != NULL ? a->cli : NULL;
+}
+
+convpool_status convpool_algo_from_name(const char *name, convpool_algo *algo) {
+  cp_clear_error();
+  if (name == NULL || algo == NULL)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "name or algo is NULL");
+  char known[256] = "auto";
+  size_t used = strlen(known);
+  if (strcmp(name, "auto") == 0) {
+    *algo = CONVPOOL_ALGO_AUTO;
+    return CONVPOOL_SUCCESS;
+  }
+  for (size_t i = 0; i < sizeof cp_algorithms / sizeof cp_algorithms[0]; i++) {
+    if (strcmp(name, cp_algorithms[i]->cli) == 0) {
+      *algo = cp_algorithms[i]->id;
+      return CONVPOOL_SUCCESS;
+    }
+    snprintf(known + used, sizeof known - used, ", %s", cp_algorithms[i]->cli);
+    used += strlen(known + used);
+  }
+  return cp_fail(CONVPOOL_INVALID_ARGUMENT, "'%.64s' is not one of %s", name, known);
 }
