@@ -59,8 +59,14 @@ typedef enum convpool_status {
 typedef enum convpool_dtype {
   CONVPOOL_FLOAT32 = 0,  /**< IEEE binary32 */
   CONVPOOL_FLOAT16 = 1,  /**< IEEE binary16 storage; fp32 products and accumulation */
-  CONVPOOL_BFLOAT16 = 2  /**< bfloat16 storage; fp32 products and accumulation (the
-                              AVX512_BF16 kernel treats subnormal bf16 inputs as zero) */
+  CONVPOOL_BFLOAT16 = 2  /**< bfloat16 storage; fp32 products and accumulation. On CPUs
+                              with AVX512_BF16 the kernel uses vdpbf16ps, which for each
+                              channel pair adds the odd channel's product and then the even
+                              one's into the fp32 sum, each step rounded to nearest even,
+                              with subnormal bf16 inputs read as zero and every subnormal
+                              step result flushed to zero (DAZ and FTZ whatever MXCSR
+                              says): a sum of tiny products that stays subnormal gives 0
+                              there, where other CPUs give the subnormal value. */
 } convpool_dtype;
 
 /**
