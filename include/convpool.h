@@ -98,7 +98,10 @@ typedef struct convpool_allocator {
  */
 typedef struct convpool_options {
   size_t size;       /**< sizeof(convpool_options) of the caller; set by convpool_options_init */
-  int threads;       /**< worker threads; 0 = usable CPUs (affinity and cgroup quota) */
+  int threads;       /**< threads (the caller's included), started at create; 0 = the usable
+                          CPUs (affinity and cgroup quota, read at create). A count above the
+                          usable CPUs is honoured as asked; a run uses at most one thread per
+                          work item (convpool_run_stats.threads), the rest stay asleep */
   convpool_algo algo;
   int rows_per_item; /**< pooled rows per work item; 0 = the plan decides */
   const convpool_allocator *allocator; /**< NULL = the global allocator */
@@ -285,7 +288,7 @@ typedef struct convpool_run_stats {
   double compute_seconds;  /**< microkernel sweeps */
   double epilogue_seconds; /**< pooling, bias, conversion and store */
   int64_t items;           /**< work items run */
-  int threads;             /**< threads used */
+  int threads;             /**< threads that took part: at most one per work item */
 } convpool_run_stats;
 
 /**
