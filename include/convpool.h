@@ -34,14 +34,23 @@ extern "C" {
 #define CONVPOOL_API __attribute__((visibility("default")))
 #endif
 
-/** Status of every call. */
+/**
+ * Status of every call: one list gives the enum values and their strings
+ * (convpool_status_string); the library checks at compile time that the two
+ * agree. X(name, value, string, meaning).
+ */
+#define CONVPOOL_STATUS_LIST(X)                                                              \
+  X(CONVPOOL_SUCCESS, 0, "success", "the call did what it was asked")                       \
+  X(CONVPOOL_INVALID_ARGUMENT, 1, "invalid argument", "a pointer, size or option is not valid") \
+  X(CONVPOOL_UNSUPPORTED, 2, "unsupported", "valid, but not implemented on this build or CPU") \
+  X(CONVPOOL_OUT_OF_MEMORY, 3, "out of memory", "an allocation failed; nothing was leaked")   \
+  X(CONVPOOL_INVALID_STATE, 4, "invalid state", "the operator is in use by another call")    \
+  X(CONVPOOL_INTERNAL_ERROR, 5, "internal error", "a resource other than memory failed (threads)")
+
 typedef enum convpool_status {
-  CONVPOOL_SUCCESS = 0,          /**< the call did what it was asked */
-  CONVPOOL_INVALID_ARGUMENT = 1, /**< a pointer, size or option is not valid */
-  CONVPOOL_UNSUPPORTED = 2,      /**< valid, but not implemented on this build or CPU */
-  CONVPOOL_OUT_OF_MEMORY = 3,    /**< an allocation failed; nothing was leaked */
-  CONVPOOL_INVALID_STATE = 4,    /**< the operator is busy, destroyed or never created */
-  CONVPOOL_INTERNAL_ERROR = 5    /**< a resource other than memory failed (e.g. threads) */
+#define CONVPOOL_STATUS_ENUM(name, value, string, meaning) name = value,
+  CONVPOOL_STATUS_LIST(CONVPOOL_STATUS_ENUM)
+#undef CONVPOOL_STATUS_ENUM
 } convpool_status;
 
 /** Element type of src, weights, bias and dst. */
@@ -52,9 +61,13 @@ typedef enum convpool_dtype {
                               AVX512_BF16 kernel treats subnormal bf16 inputs as zero) */
 } convpool_dtype;
 
-/** Algorithm. */
+/**
+ * Algorithm. The library keeps its algorithms in a best-first list; auto
+ * takes the first that accepts the layer (convpool_op_describe says which and
+ * why the others were passed over).
+ */
 typedef enum convpool_algo {
-  CONVPOOL_ALGO_AUTO = 0,         /**< the library chooses (shift-reduce; see README) */
+  CONVPOOL_ALGO_AUTO = 0,         /**< the library chooses (see README, "Choosing the algorithm") */
   CONVPOOL_ALGO_SHIFT_REDUCE = 1, /**< shifted loads from per-item input panels */
   CONVPOOL_ALGO_IM2COL = 2        /**< per-item im2col strips and a GEMM */
 } convpool_algo;
@@ -69,8 +82,14 @@ typedef struct convpool_allocator {
   void *context;
 } convpool_allocator;
 
-/** Options of an operator. Initialise with convpool_options_init(). */
+/**
+ * Options of an operator. Initialise with convpool_options_init(), which sets
+ * `size`; the library reads only the fields that fit in `size`, so a caller
+ * built against an older header (a smaller struct) keeps working when fields
+ * are added at the end, and later fields take their defaults.
+ */
 typedef struct convpool_options {
+  size_t size;       /**< sizeof(convpool_options) of the caller; set by convpool_options_init */
   int threads;       /**< worker threads; 0 = usable CPUs (affinity and cgroup quota) */
   convpool_algo algo;
   int rows_per_item; /**< pooled rows per work item; 0 = the plan decides */
@@ -105,6 +124,15 @@ CONVPOOL_API size_t convpool_dtype_size(convpool_dtype dtype);
 
 /** Name of a dtype ("float32", "float16", "bfloat16"), or "unknown". */
 CONVPOOL_API const char *convpool_dtype_name(convpool_dtype dtype);
+
+/** Short name of an algorithm ("auto", "sr", "im2col"), or NULL if it is not one. */
+CONVPOOL_API const char *convpool_algo_name(convpool_algo algo);
+
+/**
+ * The algorithm with short name `name` (as convpool_algo_name gives it).
+ * @returns CONVPOOL_SUCCESS, or CONVPOOL_INVALID_ARGUMENT naming the known names
+ */
+CONVPOOL_API convpool_status convpool_algo_from_name(const char *name, convpool_algo *algo);
 
 /** Fill options with the defaults (all threads, auto algorithm, planned items). */
 CONVPOOL_API void convpool_options_init(convpool_options *options);

@@ -1,44 +1,62 @@
 /*
- * The plan of a run: shapes, the microkernel, every block size and every
- * buffer's bytes, computed in one place with overflow-checked arithmetic.
+ * The layer an operator computes and the plan of one run: shapes, the
+ * algorithm and its microkernels, every block size and every buffer's bytes,
+ * computed in one place (plan.c) with overflow-checked arithmetic.
  *
  * Work item = (batch, group of `group` pooled rows, block of `col_block` conv
- * columns, group of output-channel blocks). An item first packs its input
- * panel -- all C_in channels x (group*pool + k - 1) rows x (col_block + k - 1)
- * columns, as fp32 (or bf16 channel pairs for the pair kernels); for im2col,
- * the strip of its tiles instead -- into per-thread scratch sized from L2,
- * then for each channel block of MR runs the microkernel over the panel's
- * conv positions into a tile buffer, and pools the buffer into dst. Each item owns
- * a disjoint region of dst, so the result does not depend on the thread count.
+ * columns, group of output-channel blocks). The driver (driver.c) runs an
+ * item in three steps: the algorithm packs the item's input into per-thread
+ * scratch (the "panel"), then for each channel block of MR it computes the
+ * conv output of the item into a per-thread tile buffer, which the epilogue
+ * pools, biases, converts and stores into dst. Each item owns a disjoint
+ * region of dst, so the result does not depend on the thread count.
  */
 #ifndef CONVPOOL_PLAN_H
 #define CONVPOOL_PLAN_H
 
+#include "config.h"
 #include "internal.h"
 #include "kernels/ukernel.h"
 
+struct cp_algorithm;
+
+/* What an operator computes: fixed at create. */
+typedef struct cp_layer {
+  convpool_dtype dtype;
+  int64_t c_out, c_in, k, pool;
+  int has_bias;
+} cp_layer;
+
+/* What the algorithm chose at create for a layer. */
+typedef struct cp_algo_setup {
+  const cp_sr_ukernel *uk;      /* main microkernel */
+  const cp_sr_ukernel *uk_tail; /* kernel of the last channel block (may be uk) */
+  size_t packed_weight_bytes;   /* bytes of the packed weights */
+  size_t weight_block_bytes;    /* bytes of one channel block of them */
+} cp_algo_setup;
+
 typedef struct cp_plan {
   /* shapes */
+  convpool_dtype dtype;
   int64_t batch, c_in, c_out, height, width, k, pool;
   int64_t c_steps; /* contraction steps over channels: c_in / the kernel's cpack */
   int64_t oh, ow, ph, pw;
   int64_t ow_used; /* pw * pool: conv columns that reach the output */
   size_t elem_size, src_bytes, dst_bytes;
-  /* microkernel */
+  /* algorithm and microkernels */
+  const struct cp_algorithm *algo;
+  const cp_blocking *cfg;
   const cp_sr_ukernel *uk;
-  const cp_sr_ukernel *uk_tail; /* the last channel block's kernel (may be uk) */
+  const cp_sr_ukernel *uk_tail;
   int64_t co_blocks; /* ceil(c_out / MR) */
-  /* panel */
+  /* panel (set by the algorithm's geometry) */
   int64_t group;        /* pooled rows per item (the "rows per item") */
   int64_t col_block;    /* conv columns per item, a multiple of pool */
-  int64_t panel_rows;   /* group*pool + k - 1 */
-  size_t panel_ld;      /* floats between panel rows: col_block + k - 1 */
-  size_t panel_cs;      /* floats between panel channels, padded against set aliasing */
-  size_t panel_floats;  /* c_in * panel_cs + slack for the last tile's reads */
-  /* sweep: flat (one run over all rows of the panel, good for narrow rows)
-     or per row (one run per conv row, no tiles wasted on the k-1 halo) */
-  int flat;
-  int im2col;           /* the panel is an im2col strip, swept as a GEMM */
+  int64_t panel_rows;   /* input rows of an item: group*pool + k - 1 */
+  size_t panel_ld;      /* elements between panel rows */
+  size_t panel_cs;      /* elements between panel channels */
+  size_t panel_floats;  /* 32-bit elements of the panel */
+  int flat;             /* tiles run flat over the rows (narrow rows), not per row */
   size_t tiles;         /* microkernel tiles per channel block of a full item */
   size_t buf_row_ld;    /* floats between conv rows in the tile buffer */
   size_t buf_cols;      /* floats per output channel in the tile buffer */
@@ -46,9 +64,23 @@ typedef struct cp_plan {
   int64_t row_groups, col_blocks, co_groups, co_blocks_per_group, items;
   int threads;
   /* bytes */
-  size_t panel_bytes, buf_bytes, row_bytes, scratch_bytes; /* per thread */
+  size_t panel_bytes, buf_bytes, scratch_bytes; /* per thread */
   size_t panel_budget, buf_budget;
   size_t packed_weight_bytes, weight_block_bytes;
 } cp_plan;
+
+/*
+ * The plan of a run of `layer` with `algo` (set up as `setup`) on
+ * [batch, c_in, height, width]. `rows_per_item` forces the pooled rows of an
+ * item (0: the plan decides); `threads` is the thread pool's size.
+ */
+convpool_status cp_plan_make(const cp_layer *layer, const struct cp_algorithm *algo,
+                             const cp_algo_setup *setup, int threads, int64_t rows_per_item,
+                             int64_t batch, int64_t height, int64_t width, cp_plan *pl);
+
+/* The plan as text (convpool_op_describe): `choice` is how auto chose the
+   algorithm ("" when it was named), `epilogue` the epilogue row's name. */
+void cp_plan_describe(const cp_plan *pl, convpool_dtype dtype, const char *choice,
+                      const char *epilogue, char *text, size_t capacity);
 
 #endif

@@ -6,23 +6,26 @@
 
 #include "internal.h"
 
-#define CP_STATUS_LIST(X)                          \
-  X(CONVPOOL_SUCCESS, "success")                   \
-  X(CONVPOOL_INVALID_ARGUMENT, "invalid argument") \
-  X(CONVPOOL_UNSUPPORTED, "unsupported")           \
-  X(CONVPOOL_OUT_OF_MEMORY, "out of memory")       \
-  X(CONVPOOL_INVALID_STATE, "invalid state")       \
-  X(CONVPOOL_INTERNAL_ERROR, "internal error")
+/* The strings come from the header's list; the enum values must be 0, 1, ...
+   in list order, so that a status indexes the table. */
+#define CP_STATUS_STRING(name, value, string, meaning) [value] = string,
+static const char *const cp_status_strings[] = {CONVPOOL_STATUS_LIST(CP_STATUS_STRING)};
+#undef CP_STATUS_STRING
+#define CP_STATUS_ONE(name, value, string, meaning) +1
+enum { CP_STATUS_COUNT = 0 CONVPOOL_STATUS_LIST(CP_STATUS_ONE) };
+#undef CP_STATUS_ONE
+#define CP_STATUS_CHECK(name, value, string, meaning)                          \
+  _Static_assert(name == value && value < CP_STATUS_COUNT, #name " is " #value \
+                 " and indexes the string table");
+CONVPOOL_STATUS_LIST(CP_STATUS_CHECK)
+#undef CP_STATUS_CHECK
+_Static_assert(sizeof cp_status_strings / sizeof cp_status_strings[0] == CP_STATUS_COUNT,
+               "one string per status");
 
 const char *convpool_status_string(convpool_status status) {
-  switch (status) {
-#define CP_STATUS_CASE(code, text) \
-  case code:                       \
-    return text;
-    CP_STATUS_LIST(CP_STATUS_CASE)
-#undef CP_STATUS_CASE
-  }
-  return "unknown status";
+  if ((unsigned)status >= CP_STATUS_COUNT || cp_status_strings[status] == NULL)
+    return "unknown status";
+  return cp_status_strings[status];
 }
 
 static _Thread_local char cp_error_message[512];
@@ -65,6 +68,7 @@ const char *convpool_dtype_name(convpool_dtype dtype) {
 void convpool_options_init(convpool_options *options) {
   if (options == NULL) return;
   memset(options, 0, sizeof *options);
+  options->size = sizeof *options;
   options->threads = 0;
   options->algo = CONVPOOL_ALGO_AUTO;
   options->rows_per_item = 0;

@@ -605,7 +605,7 @@ def parse_args(argv):
                         "1..2*CPUs on small cases)")
     p.add_argument("--dtype", nargs="+", choices=ALL_DTYPES + ("all",), default=["all"],
                    help="one or more dtypes, or all (default)")
-    p.add_argument("--impl", choices=sorted(convpool.IMPLS) + ["all"], default="all",
+    p.add_argument("--impl", choices=sorted(convpool.impls()) + ["all"], default="all",
                    help="algorithm: auto (the library's choice), sr, im2col, or all "
                         f"(default: every case with each of {', '.join(ALL_IMPLS)})")
     p.add_argument("-k", dest="filter", default=None,

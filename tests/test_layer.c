@@ -195,8 +195,22 @@ static int check_nonfinite(convpool_dtype dtype) {
   return ok;
 }
 
+/* The ISA asked for with CONVPOOL_ISA must be the one that runs: exit 77
+   (skipped) when this CPU lacks it, rather than test a lower one. */
+static void skip_unless_isa_runs(void) {
+  const char *want = getenv("CONVPOOL_ISA");
+  convpool_info info;
+  convpool_get_info(&info);
+  if (want == NULL || strcmp(want, info.isa) == 0 ||
+      (strcmp(want, "avx512") == 0 && strcmp(info.isa, "avx512f") == 0))
+    return;
+  printf("SKIP: CONVPOOL_ISA=%s but this CPU runs %s (it lacks %s)\n", want, info.isa, want);
+  exit(77);
+}
+
 int main(int argc, char **argv) {
   int failures = 0, cases = 0;
+  skip_unless_isa_runs();
   if (argc > 1 && strcmp(argv[1], "im2col") == 0) g_algo = CONVPOOL_ALGO_IM2COL;
   if (argc > 1 && strcmp(argv[1], "sr") == 0) g_algo = CONVPOOL_ALGO_SHIFT_REDUCE;
   const int64_t ks[] = {1, 2, 3, 5};

@@ -130,10 +130,8 @@ static void parse_args(int argc, char **argv, cli *c) {
       c->seed = parse_int(a, v, 0, big);
     } else if (TAKE("--impl")) {
       if (v == NULL) die(EXIT_USAGE, "--impl needs a value");
-      if (strcmp(v, "auto") == 0) c->algo = CONVPOOL_ALGO_AUTO;
-      else if (strcmp(v, "sr") == 0) c->algo = CONVPOOL_ALGO_SHIFT_REDUCE;
-      else if (strcmp(v, "im2col") == 0) c->algo = CONVPOOL_ALGO_IM2COL;
-      else die(EXIT_USAGE, "--impl = '%s' is not one of auto, sr, im2col", v);
+      if (convpool_algo_from_name(v, &c->algo) != CONVPOOL_SUCCESS)
+        die(EXIT_USAGE, "--impl = %s", convpool_last_error());
     } else if (TAKE("--dump-dir")) {
       if (v == NULL) die(EXIT_USAGE, "--dump-dir needs a directory");
       c->dump_dir = v;

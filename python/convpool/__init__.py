@@ -49,16 +49,13 @@ __version__ = "0.1.0"
 __all__ = [
     "conv2d_maxpool", "Operator", "info", "library_path", "status_string",
     "Error", "InvalidArgumentError", "UnsupportedError", "OutOfMemoryError",
-    "InvalidStateError", "InternalError", "LibraryNotFoundError", "IMPLS",
+    "InvalidStateError", "InternalError", "LibraryNotFoundError", "IMPLS", "impls",
     "float32_to_bfloat16", "bfloat16_to_float32",
 ]
 
-#: Values accepted by the ``impl`` argument, and the convpool_algo they select.
-IMPLS = {
-    "auto": _native.ALGO_AUTO,
-    "sr": _native.ALGO_SHIFT_REDUCE,
-    "im2col": _native.ALGO_IM2COL,
-}
+#: Values accepted by the ``impl`` argument (the library's algorithm names),
+#: filled from the library when it is loaded.
+IMPLS = {}
 
 # dtype name -> (convpool_dtype, numpy storage dtype). numpy has no bfloat16,
 # so bfloat16 arrays are passed as uint16 bit patterns.
@@ -226,9 +223,24 @@ def _check_array(name, array, dtype_name, ndim):
 
 
 def _impl_code(impl):
-    if impl not in IMPLS:
-        raise ValueError(f"impl = {impl!r}; expected one of {sorted(IMPLS)}")
-    return IMPLS[impl]
+    lib = _lib()
+    if not isinstance(impl, str):
+        raise ValueError(f"impl = {impl!r}; expected one of {sorted(impls())}")
+    code = ctypes.c_int()
+    if lib.convpool_algo_from_name(impl.encode(), ctypes.byref(code)) != 0:
+        raise ValueError(f"impl = {impl!r}; expected one of {sorted(impls())}")
+    return code.value
+
+
+def impls():
+    """The library's algorithm names and their convpool_algo values."""
+    if not IMPLS:
+        lib = _lib()
+        for code in range(64):
+            name = lib.convpool_algo_name(code)
+            if name is not None:
+                IMPLS[name.decode()] = code
+    return IMPLS
 
 
 def _options(threads, impl, rows_per_item):

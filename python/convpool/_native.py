@@ -31,9 +31,6 @@ FLOAT32 = 0
 FLOAT16 = 1
 BFLOAT16 = 2
 
-ALGO_AUTO = 0
-ALGO_SHIFT_REDUCE = 1
-ALGO_IM2COL = 2
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_TREE_LIBRARY = REPO_ROOT / "build" / "lib" / "libconvpool.so"
@@ -52,7 +49,10 @@ class ConvpoolAllocator(ctypes.Structure):
 
 
 class ConvpoolOptions(ctypes.Structure):
+    # A versioned struct: convpool_options_init sets ``size``, and the library
+    # refuses a size it does not know instead of misreading the fields.
     _fields_ = [
+        ("size", ctypes.c_size_t),
         ("threads", ctypes.c_int),
         ("algo", ctypes.c_int),
         ("rows_per_item", ctypes.c_int),
@@ -110,6 +110,8 @@ _PROTOTYPES = {
     "convpool_dtype_size": (_sz, [ctypes.c_int]),
     "convpool_dtype_name": (ctypes.c_char_p, [ctypes.c_int]),
     "convpool_options_init": (None, [ctypes.POINTER(ConvpoolOptions)]),
+    "convpool_algo_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "convpool_algo_from_name": (_st, [ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)]),
     "convpool_get_info": (_st, [ctypes.POINTER(ConvpoolInfo)]),
     "convpool_op_create": (
         _st,

@@ -1,6 +1,8 @@
 /* Dispatch table of the shift-reduce microkernels, built from sr-ukernels.inc. */
 #include "ukernel.h"
 
+#include "../config.h"
+
 static const cp_sr_ukernel cp_sr_ukernels[] = {
 #define CP_SR_UKERNEL(dt, DTYPE, mr, nr, isa, ISA)                               \
   {#dt "-sr-" #mr "x" #nr "-" #isa, DTYPE, ISA, mr, nr, DTYPE == CONVPOOL_BFLOAT16 ? 2 : 1, \
@@ -15,12 +17,19 @@ const cp_sr_ukernel *cp_sr_ukernel_list(size_t *count) {
 }
 
 const cp_sr_ukernel *cp_sr_ukernel_select(convpool_dtype dtype, cp_isa isa) {
-  /* Highest ISA not above `isa`; the first listed kernel of that ISA. */
+  /* The highest listed ISA not above `isa`, then the kernel with that ISA's
+     register tile (config.c), or its first listed kernel. */
   const cp_sr_ukernel *best = NULL;
   for (size_t i = 0; i < sizeof cp_sr_ukernels / sizeof cp_sr_ukernels[0]; i++) {
     const cp_sr_ukernel *u = &cp_sr_ukernels[i];
     if (u->dtype != dtype || u->isa > isa) continue;
     if (best == NULL || u->isa > best->isa) best = u;
+  }
+  if (best == NULL) return NULL;
+  const cp_blocking *cfg = cp_blocking_for(best->isa);
+  for (size_t i = 0; i < sizeof cp_sr_ukernels / sizeof cp_sr_ukernels[0]; i++) {
+    const cp_sr_ukernel *u = &cp_sr_ukernels[i];
+    if (u->dtype == dtype && u->isa == best->isa && u->mr == cfg->mr && u->nr == cfg->nr) return u;
   }
   return best;
 }

@@ -47,7 +47,8 @@ typedef struct cp_sr_ukernel {
 /* Every listed kernel, in the order of sr-ukernels.inc (for tests and benchmarks). */
 const cp_sr_ukernel *cp_sr_ukernel_list(size_t *count);
 
-/* The main kernel for a dtype on an ISA (the best listed one), or NULL. */
+/* The main kernel for a dtype on the best listed ISA not above `isa` (the
+   register tile of config.c), or NULL. */
 const cp_sr_ukernel *cp_sr_ukernel_select(convpool_dtype dtype, cp_isa isa);
 
 /* The kernel for a last channel block of `remainder` (< main->mr) channels:

@@ -1,8 +1,9 @@
-/* AVX-512F pooling epilogue rows for pool 1 and pool 2 (see pool.h). */
+/* AVX-512F epilogue rows for pool 1 and pool 2, stride = pool, no clamp, bias
+   after the max (see epilogue.h; cp_epilogue_select picks them only then). */
 #include <immintrin.h>
 #include <stdint.h>
 
-#include "pool.h"
+#include "epilogue.h"
 
 /* max(a, b) that returns a NaN if either is NaN. */
 static inline __m512 cp_max_nan(__m512 a, __m512 b) {
@@ -30,8 +31,9 @@ static inline void cp_store16(void *dst, size_t t, __m512 v, __mmask16 mask, cp_
     _mm512_mask_storeu_ps((float *)dst + t, mask, v);
 }
 
-void cp_pool1_row_avx512f(float *src, size_t ld, size_t n, const float *bias, void *dst,
-                          cp_store_kind store) {
+void cp_epilogue_row_pool1_avx512f(const cp_epilogue_params *p, float *src, size_t ld, size_t n,
+                                   const float *bias, void *dst) {
+  const cp_store_kind store = p->store;
   (void)ld;
   const __m512 b = _mm512_set1_ps(bias != NULL ? *bias : 0.0f);
   for (size_t t = 0; t < n; t += 16) {
@@ -42,8 +44,9 @@ void cp_pool1_row_avx512f(float *src, size_t ld, size_t n, const float *bias, vo
   }
 }
 
-void cp_pool2_row_avx512f(float *src, size_t ld, size_t n, const float *bias, void *dst,
-                          cp_store_kind store) {
+void cp_epilogue_row_pool2_avx512f(const cp_epilogue_params *p, float *src, size_t ld, size_t n,
+                                   const float *bias, void *dst) {
+  const cp_store_kind store = p->store;
   const __m512 b = _mm512_set1_ps(bias != NULL ? *bias : 0.0f);
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);

@@ -1,0 +1,74 @@
+/*
+ * The algorithm interface. Each algorithm is one file in this directory that
+ * defines one cp_algorithm; list.c holds them in the order `auto` tries them.
+ * Adding an algorithm is: its file, one line in list.c, its tests.
+ *
+ * The driver (driver.c) owns the work items, the threads and the epilogue;
+ * an algorithm says whether it computes a layer, packs the weights once,
+ * sizes the per-item buffers, packs an item's input and computes the conv
+ * output of one channel block of an item into the tile buffer.
+ */
+#ifndef CONVPOOL_ALGO_H
+#define CONVPOOL_ALGO_H
+
+#include "../driver.h"
+#include "../plan.h"
+
+typedef struct cp_algorithm {
+  const char *name;  /* "shift-reduce", as printed */
+  convpool_algo id;  /* its value in the public enum */
+  const char *cli;   /* its short name on the command line ("sr") */
+
+  /* NULL if it computes `layer` on `cpu`; otherwise why not, one sentence
+     (written into why[capacity] when it needs formatting). */
+  const char *(*declines)(const cp_layer *layer, const cp_cpu *cpu, char *why, size_t capacity);
+
+  /* Choose the microkernels for the layer on the CPU and size the packed
+     weights; fails only with CONVPOOL_UNSUPPORTED or on size overflow. */
+  convpool_status (*setup)(const cp_layer *layer, const cp_cpu *cpu, cp_algo_setup *setup);
+
+  /* Pack [c_out, c_in, k, k] weights of the layer's dtype into `packed`
+     (setup->packed_weight_bytes), channel block after channel block. */
+  void (*pack_weights)(const cp_layer *layer, const cp_algo_setup *setup, const void *weights,
+                       float *packed);
+
+  /* Item geometry for g pooled rows x cw conv columns: the panel_* fields,
+     flat, tiles, buf_row_ld, buf_cols, panel_bytes and buf_bytes of pl
+     (shapes and kernels are set). Returns 0 on size overflow. */
+  int (*geometry)(cp_plan *pl, int64_t g, int64_t cw);
+
+  /* Pack the input of item `it` into panel (panel_bytes). */
+  void (*pack_item)(const cp_run *r, cp_item *it, float *panel);
+
+  /* The conv output of channel block cb of item `it` into buf: conv row y,
+     column x of channel m at buf[m * buf_cols + y * buf_row_ld + x]. */
+  void (*compute_block)(const cp_run *r, const cp_item *it, const float *panel, int64_t cb,
+                        float *buf);
+
+  /* One line on how an item is swept, for the plan's description. */
+  void (*describe)(const cp_plan *pl, char *text, size_t capacity);
+} cp_algorithm;
+
+/* The shift-reduce kernels and blocked weights for a layer (shift-reduce.c;
+   im2col shares them). */
+convpool_status cp_setup_sr_kernels(const cp_layer *layer, const cp_cpu *cpu,
+                                    cp_algo_setup *setup);
+
+/* The algorithms in the order auto tries them (list.c). */
+const cp_algorithm *const *cp_algorithm_list(size_t *count);
+
+/* The algorithm with public id `id`, or NULL. */
+const cp_algorithm *cp_algorithm_find(convpool_algo id);
+
+/*
+ * The algorithm for `requested` on `layer`: the named one, or for
+ * CONVPOOL_ALGO_AUTO the first in the list that does not decline. When
+ * `declined` is not NULL it receives, for auto, one line per listed
+ * algorithm: chosen, declined and why, or not tried. Fails (UNSUPPORTED) when the named algorithm declines, naming
+ * its reason, or when none accepts.
+ */
+convpool_status cp_algorithm_choose(convpool_algo requested, const cp_layer *layer,
+                                    const cp_cpu *cpu, const cp_algorithm **out, char *declined,
+                                    size_t capacity);
+
+#endif

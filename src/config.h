@@ -1,0 +1,28 @@
+/*
+ * Block sizes, one entry per ISA (as BLIS's per-architecture contexts): the
+ * register tile of the main microkernel, the per-thread buffer budgets as
+ * fractions of the L2 cache, the cost of copying one panel element in the
+ * ISA's kernel lanes, and how many work items each thread gets. The plan
+ * reads these; nothing else hard-codes a block size.
+ */
+#ifndef CONVPOOL_CONFIG_H
+#define CONVPOOL_CONFIG_H
+
+#include "internal.h"
+
+typedef struct cp_blocking {
+  cp_isa isa;
+  int mr, nr;              /* register tile of the main kernel: channels x positions */
+  int lanes;               /* fp32 lanes of one vector multiply-add */
+  unsigned panel_l2_div;   /* input panel budget: L2 / panel_l2_div per thread */
+  unsigned buf_l2_div;     /* tile buffer budget: L2 / buf_l2_div per thread */
+  double copy_cost;        /* one copied panel element costs this many kernel lanes */
+  int items_per_thread;    /* work items wanted per thread (load balance) */
+  int max_col_multiples;   /* column blocks tried: up to this many lcm(pool, NR) */
+  int pack_ahead_rows;     /* input rows prefetched ahead of the panel copy */
+} cp_blocking;
+
+/* The block sizes of an ISA (never NULL). */
+const cp_blocking *cp_blocking_for(cp_isa isa);
+
+#endif

@@ -1,0 +1,53 @@
+/*
+ * The driver: work items over the thread pool. An item is packed by its
+ * algorithm, then each of its channel blocks is computed into the tile
+ * buffer and handed to the epilogue. Phase times are kept per thread.
+ */
+#ifndef CONVPOOL_DRIVER_H
+#define CONVPOOL_DRIVER_H
+
+#include "convert.h"
+#include "epilogue/epilogue.h"
+#include "plan.h"
+#include "threadpool.h"
+
+#define CP_CACHE_LINE 64
+
+/* Phase times of one thread, padded to a cache line against false sharing. */
+typedef struct cp_phase_times {
+  double pack, compute, epilogue;
+  char pad[CP_CACHE_LINE - 3 * sizeof(double)];
+} cp_phase_times;
+
+/* The region of one work item. */
+typedef struct cp_item {
+  int64_t b;        /* batch index */
+  int64_t g0, g;    /* first pooled row and pooled rows */
+  int64_t col0, cw; /* first conv column and conv columns (a multiple of pool) */
+  int64_t cb0, cb1; /* channel blocks [cb0, cb1) */
+  unsigned flags;   /* the algorithm's own, set by its pack_item */
+} cp_item;
+
+/* Everything a run reads; shared by the threads, read-only during the run. */
+typedef struct cp_run {
+  const cp_plan *pl;
+  const float *packed;         /* packed weights */
+  cp_widen_fn widen;           /* 16-bit src -> fp32 rows; NULL for float32 */
+  const cp_epilogue *epilogue;
+  const unsigned char *src;
+  unsigned char *dst;
+  unsigned char *scratch;      /* threads x pl->scratch_bytes */
+  cp_phase_times *times;       /* one per thread */
+} cp_run;
+
+/* The item with index `item` of the plan. */
+cp_item cp_item_of(const cp_plan *pl, int64_t item);
+
+/* Run every item of r->pl on the pool's threads; fill the phase times of
+   stats (summed over threads), items and threads. */
+void cp_driver_run(cp_threadpool *pool, const cp_run *r, convpool_run_stats *stats);
+
+/* Monotonic seconds. */
+double cp_seconds(void);
+
+#endif

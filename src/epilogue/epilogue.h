@@ -1,0 +1,71 @@
+/*
+ * The epilogue: what happens to the conv output of a channel block once it
+ * is in the tile buffer. For each output channel and pooled row:
+ *
+ *   dst[t] = store(clamp(max_{a < P, b < P} src[a*ld + t*S + b] + bias, min, max))
+ *
+ * for t < n, with window P, stride S, the channel's bias (or none), the
+ * activation clamp [min, max] (+-inf: none; NaN stays NaN) and the store
+ * of the output dtype (fp32, or IEEE half / bfloat16 rounded to nearest
+ * even). The max propagates NaN: a NaN anywhere in a window gives NaN.
+ * Because the clamp is monotone, clamp(max(v) + b) = max(clamp(v + b)).
+ *
+ * Adding the bias after the max is exact for a finite bias; for a bias of
+ * +-inf or NaN the params ask for bias_first (max(v + b) over the window, as
+ * torch computes it), which only the portable row implements.
+ *
+ * A row function computes one pooled output row; it is chosen once per
+ * operator by cp_epilogue_select, like the microkernels: vector versions for
+ * the common parameters, the portable one for everything.
+ */
+#ifndef CONVPOOL_EPILOGUE_H
+#define CONVPOOL_EPILOGUE_H
+
+#include <stddef.h>
+
+#include "../convert.h"
+
+typedef enum cp_store_kind { CP_STORE_F32 = 0, CP_STORE_F16 = 1, CP_STORE_BF16 = 2 } cp_store_kind;
+
+typedef struct cp_epilogue_params {
+  size_t pool;         /* window P x P */
+  size_t stride;       /* window stride S */
+  const float *bias;   /* per output channel, or NULL for none */
+  int bias_first;      /* add the bias before the max (a bias is not finite) */
+  float min, max;      /* activation clamp; -inf, +inf for none */
+  cp_store_kind store; /* dtype of dst */
+  cp_narrow_fn narrow; /* fp32 -> 16-bit rows for the portable store; NULL for fp32 */
+} cp_epilogue_params;
+
+/* One pooled row: src is the window's first conv row (rows ld apart; it is
+   scratch and may be modified), bias the channel's bias or NULL. */
+typedef void (*cp_epilogue_row_fn)(const cp_epilogue_params *p, float *src, size_t ld, size_t n,
+                                   const float *bias, void *dst);
+
+typedef struct cp_epilogue {
+  cp_epilogue_params params;
+  cp_epilogue_row_fn row;
+  const char *name; /* of the row function, for the plan's description */
+} cp_epilogue;
+
+void cp_epilogue_row_portable(const cp_epilogue_params *p, float *src, size_t ld, size_t n,
+                              const float *bias, void *dst);
+void cp_epilogue_row_pool1_avx512f(const cp_epilogue_params *p, float *src, size_t ld, size_t n,
+                                   const float *bias, void *dst);
+void cp_epilogue_row_pool2_avx512f(const cp_epilogue_params *p, float *src, size_t ld, size_t n,
+                                   const float *bias, void *dst);
+
+/* Fill e->row and e->name: the fastest row function for e->params on isa. */
+void cp_epilogue_select(cp_epilogue *e, cp_isa isa);
+
+/*
+ * The epilogue of one channel block: `channels` output channels starting at
+ * co0, each with conv rows in buf (channel m at buf + m*buf_cols, rows ld
+ * apart), `prows` x `pcols` pooled outputs stored at element dst_index of dst
+ * (rows pw apart, channels plane apart, elem_size bytes each).
+ */
+void cp_epilogue_block(const cp_epilogue *e, float *buf, size_t buf_cols, size_t ld,
+                       size_t channels, size_t co0, size_t prows, size_t pcols, void *dst,
+                       size_t dst_index, size_t pw, size_t plane, size_t elem_size);
+
+#endif

@@ -1,0 +1,204 @@
+/*
+ * The plan (see plan.h): shapes and their byte counts, then the item size.
+ * The algorithm's geometry says what an item of g pooled rows x cw conv
+ * columns costs in panel and tile-buffer bytes; the plan keeps the item that
+ * fits the per-ISA budgets (config.c) with the lowest modelled cost, then
+ * splits the work into enough items for the threads.
+ */
+#include "plan.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "algo/algo.h"
+#include "driver.h"
+
+static convpool_status cp_check_positive(const char *name, int64_t value) {
+  if (value < 1)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "%s = %lld must be >= 1", name, (long long)value);
+  return CONVPOOL_SUCCESS;
+}
+
+static int cp_fits(const cp_plan *pl) {
+  return pl->panel_bytes <= pl->panel_budget && pl->buf_bytes <= pl->buf_budget;
+}
+
+/* Modelled cost per useful conv position: microkernel lanes plus copying. */
+static double cp_cost(const cp_plan *pl) {
+  double tiles = (double)(pl->buf_cols / (size_t)pl->uk->nr);
+  double lanes = tiles * pl->uk->nr * (double)pl->c_steps * (double)(pl->k * pl->k) *
+                 (double)((pl->co_blocks - 1) * pl->uk->mr + pl->uk_tail->mr);
+  double copy = pl->cfg->copy_cost * (double)pl->panel_floats;
+  return (lanes + copy) / ((double)pl->group * (double)pl->pool * (double)pl->col_block);
+}
+
+/*
+ * Choose the item: column blocks are the whole used row or multiples of
+ * lcm(pool, NR); for each, the most pooled rows that fit the budgets (or the
+ * forced rows per item); keep the cheapest by the cost model. Then make
+ * enough items for the threads: fewer rows per item first, then channel groups.
+ */
+static convpool_status cp_choose_blocks(cp_plan *pl, int64_t forced) {
+  int (*geometry)(cp_plan *, int64_t, int64_t) = pl->algo->geometry;
+  const int64_t nr = pl->uk->nr;
+  int64_t a = pl->pool, b = nr;
+  while (b != 0) {
+    int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  const int64_t step = pl->pool / a * nr; /* lcm(pool, NR) */
+  if (forced > pl->ph)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "rows_per_item = %lld exceeds the %lld pooled rows",
+                   (long long)forced, (long long)pl->ph);
+  double best_cost = 0;
+  int64_t best_g = 0, best_cw = 0;
+  for (int64_t m = 0; m <= pl->cfg->max_col_multiples; m++) {
+    int64_t cw = m == 0 ? pl->ow_used : m * step;
+    if (m > 0 && cw >= pl->ow_used) break;
+    int64_t g = forced > 0 ? forced : 1;
+    if (!geometry(pl, g, cw) || (forced == 0 && !cp_fits(pl))) continue;
+    if (forced == 0) { /* grow the row group while it fits */
+      int64_t lo = 1, hi = pl->ph;
+      while (lo < hi) {
+        int64_t mid = lo + (hi - lo + 1) / 2;
+        if (geometry(pl, mid, cw) && cp_fits(pl)) lo = mid;
+        else hi = mid - 1;
+      }
+      g = lo;
+      if (!geometry(pl, g, cw)) continue;
+    }
+    double cost = cp_cost(pl);
+    if (best_g == 0 || cost < best_cost) best_cost = cost, best_g = g, best_cw = cw;
+  }
+  if (best_g == 0) { /* nothing fits the budgets: the smallest item, reported over budget */
+    best_g = forced > 0 ? forced : 1;
+    best_cw = step < pl->ow_used ? step : pl->ow_used;
+  }
+  if (!geometry(pl, best_g, best_cw))
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "input panel of %lld channels is too large",
+                   (long long)pl->c_in);
+  const int64_t target = (int64_t)pl->cfg->items_per_thread * (int64_t)pl->threads;
+  pl->col_blocks = (pl->ow_used + pl->col_block - 1) / pl->col_block;
+  for (;;) {
+    pl->row_groups = (pl->ph + pl->group - 1) / pl->group;
+    if (forced > 0 || pl->group == 1 || pl->batch * pl->row_groups * pl->col_blocks >= target)
+      break;
+    int64_t g = pl->group - 1;
+    int64_t want_groups = (target + pl->batch * pl->col_blocks - 1) / (pl->batch * pl->col_blocks);
+    int64_t g_items = (pl->ph + want_groups - 1) / want_groups;
+    if (g_items < g) g = g_items;
+    if (!geometry(pl, g, pl->col_block))
+      return cp_fail(CONVPOOL_INTERNAL_ERROR, "panel geometry failed for %lld rows", (long long)g);
+  }
+  int64_t panels = pl->batch * pl->row_groups * pl->col_blocks;
+  int64_t groups = panels >= target ? 1 : (target + panels - 1) / panels;
+  if (groups > pl->co_blocks) groups = pl->co_blocks;
+  pl->co_blocks_per_group = (pl->co_blocks + groups - 1) / groups;
+  pl->co_groups = (pl->co_blocks + pl->co_blocks_per_group - 1) / pl->co_blocks_per_group;
+  pl->items = panels * pl->co_groups;
+  return CONVPOOL_SUCCESS;
+}
+
+/* Byte count of a [d0, d1, d2, d3] tensor, or 0 if it overflows (or exceeds PTRDIFF_MAX). */
+static int cp_tensor_bytes(int64_t d0, int64_t d1, int64_t d2, int64_t d3, size_t elem,
+                           size_t *bytes) {
+  size_t n;
+  return cp_mul((size_t)d0, (size_t)d1, &n) && cp_mul(n, (size_t)d2, &n) &&
+         cp_mul(n, (size_t)d3, &n) && cp_mul(n, elem, bytes) && *bytes <= (size_t)PTRDIFF_MAX;
+}
+
+convpool_status cp_plan_make(const cp_layer *layer, const cp_algorithm *algo,
+                             const cp_algo_setup *setup, int threads, int64_t rows_per_item,
+                             int64_t batch, int64_t height, int64_t width, cp_plan *pl) {
+  convpool_status st;
+  if ((st = cp_check_positive("batch", batch)) != CONVPOOL_SUCCESS) return st;
+  if ((st = cp_check_positive("height", height)) != CONVPOOL_SUCCESS) return st;
+  if ((st = cp_check_positive("width", width)) != CONVPOOL_SUCCESS) return st;
+  if (height < layer->k || width < layer->k)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
+                   "input %lldx%lld is smaller than the filter k = %lld", (long long)height,
+                   (long long)width, (long long)layer->k);
+  memset(pl, 0, sizeof *pl);
+  pl->dtype = layer->dtype;
+  pl->batch = batch, pl->c_in = layer->c_in, pl->c_out = layer->c_out;
+  pl->height = height, pl->width = width, pl->k = layer->k, pl->pool = layer->pool;
+  pl->oh = height - layer->k + 1;
+  pl->ow = width - layer->k + 1;
+  if (layer->pool > pl->oh || layer->pool > pl->ow)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
+                   "pool = %lld is larger than the conv output %lldx%lld", (long long)layer->pool,
+                   (long long)pl->oh, (long long)pl->ow);
+  pl->ph = pl->oh / layer->pool;
+  pl->pw = pl->ow / layer->pool;
+  pl->ow_used = pl->pw * layer->pool;
+  pl->elem_size = convpool_dtype_size(layer->dtype);
+  if (!cp_tensor_bytes(batch, layer->c_in, height, width, pl->elem_size, &pl->src_bytes))
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
+                   "src [%lld, %lld, %lld, %lld] has a byte count that overflows",
+                   (long long)batch, (long long)layer->c_in, (long long)height, (long long)width);
+  if (!cp_tensor_bytes(batch, layer->c_out, pl->ph, pl->pw, pl->elem_size, &pl->dst_bytes))
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
+                   "dst [%lld, %lld, %lld, %lld] has a byte count that overflows",
+                   (long long)batch, (long long)layer->c_out, (long long)pl->ph, (long long)pl->pw);
+
+  const cp_cpu *cpu = cp_cpu_get();
+  pl->algo = algo;
+  pl->uk = setup->uk;
+  pl->uk_tail = setup->uk_tail;
+  pl->cfg = cp_blocking_for(setup->uk->isa);
+  pl->c_steps = (layer->c_in + setup->uk->cpack - 1) / setup->uk->cpack;
+  pl->co_blocks = (layer->c_out + setup->uk->mr - 1) / setup->uk->mr;
+  pl->threads = threads;
+  pl->packed_weight_bytes = setup->packed_weight_bytes;
+  pl->weight_block_bytes = setup->weight_block_bytes;
+  pl->panel_budget = cpu->l2 / pl->cfg->panel_l2_div;
+  pl->buf_budget = cpu->l2 / pl->cfg->buf_l2_div;
+  if ((st = cp_choose_blocks(pl, rows_per_item)) != CONVPOOL_SUCCESS) return st;
+  if (!cp_add(cp_round_up(pl->panel_bytes, CP_CACHE_LINE),
+              cp_round_up(pl->buf_bytes, CP_CACHE_LINE), &pl->scratch_bytes))
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "scratch size overflows");
+  return CONVPOOL_SUCCESS;
+}
+
+void cp_plan_describe(const cp_plan *pl, convpool_dtype dtype, const char *choice,
+                      const char *epilogue, char *text, size_t capacity) {
+  const cp_cpu *cpu = cp_cpu_get();
+  char sweep[256];
+  pl->algo->describe(pl, sweep, sizeof sweep);
+  snprintf(
+      text, capacity,
+      "algorithm      %s, kernel %s\n"
+      "%s"
+      "isa            %s (detected %s%s)\n"
+      "caches         L1d %zu KiB, L2 %zu KiB, L3 %zu KiB (%s)\n"
+      "shape          src [%lld, %lld, %lld, %lld] %s -> conv %lldx%lld -> pool %lld -> dst "
+      "[%lld, %lld, %lld, %lld]\n"
+      "register tile  %d output channels x %d positions; %lld channel blocks (last: %s)\n"
+      "panel          %lld pooled rows (%lld input rows) x %lld conv columns x %lld channels, "
+      "%s\n"
+      "work items     %lld = batch %lld x row groups %lld x column blocks %lld x channel "
+      "groups %lld (%lld blocks each)\n"
+      "epilogue       %s\n"
+      "threads        %d\n"
+      "packed weights %zu bytes (%zu per channel block)\n"
+      "panel          %zu bytes per thread (budget L2/%u = %zu: %s)\n"
+      "tile buffer    %zu bytes per thread (budget L2/%u = %zu: %s)\n"
+      "scratch        %zu bytes per thread, %zu in all\n",
+      pl->algo->name, pl->uk->name, choice, cp_isa_name(pl->uk->isa),
+      cp_isa_name(cpu->detected),
+      cpu->isa_cap_ignored ? "; CONVPOOL_ISA not recognised, ignored" : "", cpu->l1d >> 10,
+      cpu->l2 >> 10, cpu->l3 >> 10, cpu->caches_from_cpuid ? "cpuid" : "fallback values",
+      (long long)pl->batch, (long long)pl->c_in, (long long)pl->height, (long long)pl->width,
+      convpool_dtype_name(dtype), (long long)pl->oh, (long long)pl->ow, (long long)pl->pool,
+      (long long)pl->batch, (long long)pl->c_out, (long long)pl->ph, (long long)pl->pw,
+      pl->uk->mr, pl->uk->nr, (long long)pl->co_blocks, pl->uk_tail->name, (long long)pl->group,
+      (long long)pl->panel_rows, (long long)pl->col_block, (long long)pl->c_in, sweep,
+      (long long)pl->items, (long long)pl->batch, (long long)pl->row_groups,
+      (long long)pl->col_blocks, (long long)pl->co_groups, (long long)pl->co_blocks_per_group,
+      epilogue, pl->threads, pl->packed_weight_bytes, pl->weight_block_bytes, pl->panel_bytes,
+      pl->cfg->panel_l2_div, pl->panel_budget,
+      pl->panel_bytes <= pl->panel_budget ? "fits" : "over budget", pl->buf_bytes,
+      pl->cfg->buf_l2_div, pl->buf_budget, pl->buf_bytes <= pl->buf_budget ? "fits" : "over budget",
+      pl->scratch_bytes, pl->scratch_bytes * (size_t)pl->threads);
+}
