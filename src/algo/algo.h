@@ -37,11 +37,19 @@ typedef struct cp_algorithm {
      (shapes and kernels are set). Returns 0 on size overflow. */
   int (*geometry)(cp_plan *pl, int64_t g, int64_t cw);
 
+  /* Optional: choose the item size itself for `forced` pooled rows per item
+     (0: free): set group, col_block and the geometry (through geometry()),
+     row_groups and col_blocks of pl; the plan then makes channel groups.
+     NULL: the plan's search over geometry() within the per-ISA budgets. */
+  convpool_status (*choose_items)(cp_plan *pl, int64_t forced);
+
   /* Pack the input of item `it` into panel (panel_bytes). */
   void (*pack_item)(const cp_run *r, cp_item *it, float *panel);
 
   /* The conv output of channel block cb of item `it` into buf: conv row y,
-     column x of channel m at buf[m * buf_cols + y * buf_row_ld + x]. */
+     column x of channel m at buf[m * buf_cols + y * buf_row_ld + x]. The
+     driver calls it for cb = cb0, cb0 + 1, ..., cb1 - 1 in this order, on the
+     thread that packed the item, with buf (buf_bytes) kept between the calls. */
   void (*compute_block)(const cp_run *r, const cp_item *it, const float *panel, int64_t cb,
                         float *buf);
 

@@ -11,11 +11,13 @@
 #define CP_W_FNMA(x, y, z) ((z) - (x) * (y))
 #define CP_W_K(c) (c)
 
-int cp_wino_input_scalar(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles,
-                         size_t tw_pad, size_t nr, float *v, size_t vs) {
+size_t cp_wino_input_scalar(const float *panel, size_t cs, size_t ld, size_t c_in,
+                            size_t tiles, size_t tw_pad, size_t nr, float *v, size_t vs,
+                            unsigned char *flags) {
   const size_t lanes = (tiles + nr - 1) / nr * nr;
-  float check = 0.0f;
+  size_t flagged = 0;
   for (size_t n = 0; n < lanes; n++) {
+    float check = 0.0f;
     float *vn = v + (n / nr) * CP_WINO_POINTS * vs + n % nr;
     const float *pn = panel + (n / tw_pad) * 4 * ld + (n % tw_pad) * 4;
     for (size_t c = 0; c < c_in; c++) {
@@ -36,8 +38,12 @@ int cp_wino_input_scalar(const float *panel, size_t cs, size_t ld, size_t c_in, 
       check += ((o[0][0] + o[0][5]) + (o[5][0] + o[5][5])) * 0.0f;
       for (int x = 0; x < 36; x++) vn[(size_t)x * vs + c * nr] = o[x / 6][x % 6];
     }
+    if (n < tiles) {
+      flags[n] = check != 0.0f;
+      flagged += flags[n];
+    }
   }
-  return check != 0.0f || check != check;
+  return flagged;
 }
 
 void cp_wino_output_scalar(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,

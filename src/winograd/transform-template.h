@@ -32,12 +32,13 @@
     o3 = CP_W_SHUF(t1_, t3_, 0xEE);                     \
   } while (0)
 
-int CP_W_INPUT_FN(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles,
-                  size_t tw_pad, size_t nr, float *v, size_t vs) {
+size_t CP_W_INPUT_FN(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles,
+                     size_t tw_pad, size_t nr, float *v, size_t vs, unsigned char *flags) {
   const size_t lanes = (tiles + nr - 1) / nr * nr;
-  CP_V check = CP_W_ZERO();
   const CP_V zero = CP_W_ZERO();
+  size_t flagged = 0;
   for (size_t g0 = 0; g0 < lanes; g0 += CP_VW) {
+    CP_V check = CP_W_ZERO();
     float *vg = v + (g0 / nr) * CP_WINO_POINTS * vs + g0 % nr;
     /* Each load covers CP_W_U tiles of one tile row (tw_pad is a multiple of
        4). Loads past the last tile repeat the first one: finite, ignored. */
@@ -78,12 +79,18 @@ int CP_W_INPUT_FN(const float *panel, size_t cs, size_t ld, size_t c_in, size_t 
         if (s == 0 || s == 5) check = CP_W_FMA(CP_W_ADD(o0, o5), zero, check);
       }
     }
+    /* Lane 4k + u holds tile k of load u. */
+    float lane_check[CP_VW];
+    CP_W_STOREU(lane_check, check);
+    for (size_t l = 0; l < CP_VW; l++) {
+      const size_t n = g0 + (l % 4) * CP_W_U + l / 4;
+      if (n < tiles) {
+        flags[n] = lane_check[l] != 0.0f;
+        flagged += flags[n];
+      }
+    }
   }
-  float lanes_check[CP_VW];
-  CP_W_STOREU(lanes_check, check);
-  int bad = 0;
-  for (int l = 0; l < CP_VW; l++) bad |= lanes_check[l] != 0.0f;
-  return bad;
+  return flagged;
 }
 
 void CP_W_OUTPUT_FN(const float *m, size_t t_alloc, size_t mr_stride, size_t mr, size_t tiles,

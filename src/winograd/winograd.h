@@ -73,11 +73,13 @@ void cp_wino_pack_weights(convpool_dtype dtype, const void *weights, int64_t c_o
 /*
  * Input transform of tiles [0, tiles) of an item: V (layout above) for every
  * input channel. Lanes of the last block past `tiles` get finite values
- * that the caller ignores. Returns nonzero if any panel element of the tiles
- * is not finite (or the transform overflowed).
+ * that the caller ignores. flags[n] (n < tiles) is set to 1 if an input
+ * element of tile n is not finite (or its transform overflowed), else 0;
+ * returns the number of such tiles.
  */
-typedef int (*cp_wino_input_fn)(const float *panel, size_t cs, size_t ld, size_t c_in,
-                                size_t tiles, size_t tw_pad, size_t nr, float *v, size_t vs);
+typedef size_t (*cp_wino_input_fn)(const float *panel, size_t cs, size_t ld, size_t c_in,
+                                   size_t tiles, size_t tw_pad, size_t nr, float *v, size_t vs,
+                                   unsigned char *flags);
 
 /*
  * Output transform of channels [0, mr) of M for tiles [0, tiles): Y = A^T M A
@@ -119,17 +121,20 @@ static inline size_t cp_wino_v_stride(size_t c_in, size_t nr) {
 }
 
 /* Portable transforms (also the reference of the vector ones). */
-int cp_wino_input_scalar(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles,
-                         size_t tw_pad, size_t nr, float *v, size_t vs);
+size_t cp_wino_input_scalar(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles,
+                         size_t tw_pad, size_t nr, float *v, size_t vs,
+                            unsigned char *flags);
 void cp_wino_output_scalar(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
                            size_t tiles, size_t tw_pad, float *buf, size_t buf_cols,
                            size_t buf_ld);
-int cp_wino_input_avx2(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles,
-                       size_t tw_pad, size_t nr, float *v, size_t vs);
+size_t cp_wino_input_avx2(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles,
+                       size_t tw_pad, size_t nr, float *v, size_t vs,
+                            unsigned char *flags);
 void cp_wino_output_avx2(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
                          size_t tiles, size_t tw_pad, float *buf, size_t buf_cols, size_t buf_ld);
-int cp_wino_input_avx512(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles,
-                         size_t tw_pad, size_t nr, float *v, size_t vs);
+size_t cp_wino_input_avx512(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles,
+                         size_t tw_pad, size_t nr, float *v, size_t vs,
+                            unsigned char *flags);
 void cp_wino_output_avx512(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
                            size_t tiles, size_t tw_pad, float *buf, size_t buf_cols,
                            size_t buf_ld);
