@@ -2,12 +2,14 @@
  * convpool — fused Conv2D + bias + MaxPool for the CPU.
  *
  * Contract: src X [B, C_in, H, W] (NCHW, contiguous), weights [C_out, C_in, K, K]
- * (OIHW), optional bias [C_out]; convolution stride 1, no padding
- * (OH = H-K+1, OW = W-K+1); max pooling P x P with stride P and floor sizing
- * (PH = OH/P, PW = OW/P; P = 1 is no pooling); bias added after the max.
+ * (OIHW), optional bias [C_out]; convolution stride 1 with zero padding
+ * (top, left, bottom, right; OH = H+top+bottom-K+1, OW = W+left+right-K+1);
+ * an activation (none, ReLU or a clamp) of conv + bias; max pooling P x P with
+ * stride S (default P), -inf padding and floor or ceil sizing (convpool_layer).
  * dst Y [B, C_out, PH, PW] has the dtype of X. The result equals
- * torch.nn.functional.max_pool2d(torch.nn.functional.conv2d(X, W, bias), P, P).
- * The convolution output is never written to memory.
+ * max_pool2d(act(conv2d(X, W, bias, padding)), P, S, pool_padding, ceil_mode)
+ * of torch (ONNX Conv -> Relu/Clip -> MaxPool for asymmetric pads). The
+ * convolution output is never written to memory.
  *
  * Every function returns a convpool_status. On failure, convpool_last_error()
  * gives a message (per thread) that names the offending value, and dst is left
@@ -98,6 +100,40 @@ typedef struct convpool_options {
   const convpool_allocator *allocator; /**< NULL = the global allocator */
 } convpool_options;
 
+/** Activation applied to conv + bias, before the pooling. */
+typedef enum convpool_activation {
+  CONVPOOL_ACTIVATION_NONE = 0,  /**< identity */
+  CONVPOOL_ACTIVATION_RELU = 1,  /**< max(v, 0); NaN stays NaN */
+  CONVPOOL_ACTIVATION_CLAMP = 2  /**< min(max(v, clamp_min), clamp_max); NaN stays NaN (ReLU6 = [0, 6]) */
+} convpool_activation;
+
+/**
+ * The layer an operator computes. Initialise with convpool_layer_init(),
+ * then change what differs from the defaults. Like convpool_options it
+ * carries its size, so fields can be added at the end.
+ *
+ * Conv output: OH = H + padding[0] + padding[2] - k + 1 (>= 1), OW likewise
+ * with padding[1] and padding[3]. Pooled output: PH = (OH + pool_padding[0] +
+ * pool_padding[2] - pool) / S + 1, rounded down, or up with ceil_mode (then a
+ * last window that would start in the bottom/right padding is dropped, as
+ * torch does); PW likewise.
+ */
+typedef struct convpool_layer {
+  size_t size;                 /**< sizeof(convpool_layer); set by convpool_layer_init */
+  convpool_dtype dtype;        /**< element type of weights, bias, src and dst */
+  int64_t c_out, c_in, k;      /**< filter [c_out, c_in, k, k] */
+  int64_t padding[4];          /**< conv zero padding: top, left, bottom, right (>= 0) */
+  int64_t stride;              /**< conv stride: only 1 */
+  int64_t dilation;            /**< conv dilation: only 1 */
+  int64_t groups;              /**< conv groups: only 1 */
+  convpool_activation activation;
+  float clamp_min, clamp_max;  /**< bounds of CONVPOOL_ACTIVATION_CLAMP (min <= max, not NaN) */
+  int64_t pool;                /**< max pooling window P x P (1 with stride 1: no pooling) */
+  int64_t pool_stride;         /**< window stride S; 0 = pool */
+  int64_t pool_padding[4];     /**< -inf padding: top, left, bottom, right, each <= pool / 2 */
+  int ceil_mode;               /**< 1: ceil sizing (torch's rule), 0: floor */
+} convpool_layer;
+
 /** Library and machine facts. */
 typedef struct convpool_info {
   const char *version;  /**< CONVPOOL_VERSION_STRING */
@@ -165,6 +201,28 @@ CONVPOOL_API convpool_status convpool_op_create(convpool_dtype dtype, const void
                                                 int64_t k, int64_t pool,
                                                 const convpool_options *options,
                                                 convpool_op **op_out);
+
+/**
+ * Fill a layer with the defaults: no padding, no activation, pool window
+ * `pool` with stride `pool`, no pool padding, floor sizing, conv stride,
+ * dilation and groups 1.
+ */
+CONVPOOL_API void convpool_layer_init(convpool_layer *layer, convpool_dtype dtype, int64_t c_out,
+                                      int64_t c_in, int64_t k, int64_t pool);
+
+/**
+ * Create an operator for a layer (convpool_op_create is this with the
+ * defaults of convpool_layer_init).
+ * @param layer     initialised with convpool_layer_init
+ * @param weights   [c_out, c_in, k, k]; not referenced after the call
+ * @param bias      [c_out] or NULL for no bias; not referenced after the call
+ * @param options   NULL for the defaults
+ * @param op_out    receives the operator
+ */
+CONVPOOL_API convpool_status convpool_op_create_layer(const convpool_layer *layer,
+                                                      const void *weights, const void *bias,
+                                                      const convpool_options *options,
+                                                      convpool_op **op_out);
 
 /**
  * Shape of dst for a run on src [batch, c_in, height, width].
@@ -244,6 +302,12 @@ CONVPOOL_API convpool_status convpool_conv2d_maxpool(
     convpool_dtype dtype, const void *src, int64_t batch, int64_t c_in, int64_t height,
     int64_t width, const void *weights, int64_t c_out, int64_t k, const void *bias,
     int64_t pool, void *dst, size_t dst_bytes, const convpool_options *options);
+
+/** One-shot call for a layer: create, run, destroy. */
+CONVPOOL_API convpool_status convpool_layer_run(const convpool_layer *layer, const void *src,
+                                                int64_t batch, int64_t height, int64_t width,
+                                                const void *weights, const void *bias, void *dst,
+                                                size_t dst_bytes, const convpool_options *options);
 
 #ifdef __cplusplus
 }

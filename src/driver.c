@@ -13,6 +13,15 @@ double cp_seconds(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The conv extent [*lo, *hi) of pooled outputs [q, q + n) along a side. */
+static void cp_conv_span(int64_t q, int64_t n, int64_t pool, int64_t stride, int64_t pad,
+                         int64_t conv, int64_t *lo, int64_t *count) {
+  int64_t a = q * stride - pad, b = (q + n - 1) * stride - pad + pool;
+  if (a < 0) a = 0;
+  if (b > conv) b = conv;
+  *lo = a, *count = b - a;
+}
+
 cp_item cp_item_of(const cp_plan *pl, int64_t item) {
   cp_item it;
   const int64_t cg = item % pl->co_groups;
@@ -21,10 +30,12 @@ cp_item cp_item_of(const cp_plan *pl, int64_t item) {
   item /= pl->col_blocks;
   const int64_t rg = item % pl->row_groups;
   it.b = item / pl->row_groups;
-  it.g0 = rg * pl->group;
-  it.g = pl->ph - it.g0 < pl->group ? pl->ph - it.g0 : pl->group;
-  it.col0 = cbk * pl->col_block;
-  it.cw = pl->ow_used - it.col0 < pl->col_block ? pl->ow_used - it.col0 : pl->col_block;
+  it.q0 = rg * pl->group;
+  it.nq = pl->ph - it.q0 < pl->group ? pl->ph - it.q0 : pl->group;
+  it.c0 = cbk * pl->col_block;
+  it.nc = pl->pw - it.c0 < pl->col_block ? pl->pw - it.c0 : pl->col_block;
+  cp_conv_span(it.q0, it.nq, pl->pool, pl->stride, pl->pool_pad[CP_TOP], pl->oh, &it.y0, &it.ny);
+  cp_conv_span(it.c0, it.nc, pl->pool, pl->stride, pl->pool_pad[CP_LEFT], pl->ow, &it.x0, &it.nx);
   it.cb0 = cg * pl->co_blocks_per_group;
   it.cb1 = it.cb0 + pl->co_blocks_per_group < pl->co_blocks ? it.cb0 + pl->co_blocks_per_group
                                                              : pl->co_blocks;
@@ -41,6 +52,7 @@ static void cp_run_item(void *context, int64_t index, int thread) {
   unsigned char *scratch = r->scratch + (size_t)thread * pl->scratch_bytes;
   float *panel = (float *)scratch;
   float *buf = (float *)(scratch + cp_round_up(pl->panel_bytes, CP_CACHE_LINE));
+  float *row = (float *)((unsigned char *)buf + cp_round_up(pl->buf_bytes, CP_CACHE_LINE));
   cp_phase_times *times = &r->times[thread];
 
   double t0 = cp_seconds();
@@ -48,19 +60,14 @@ static void cp_run_item(void *context, int64_t index, int thread) {
   double t1 = cp_seconds();
   times->pack += t1 - t0;
 
-  const size_t mr = (size_t)pl->uk->mr, pool = (size_t)pl->pool, pw = (size_t)pl->pw;
-  const size_t plane = (size_t)pl->ph * pw;
+  const size_t mr = (size_t)pl->uk->mr;
   for (int64_t cb = it.cb0; cb < it.cb1; cb++) {
     algo->compute_block(r, &it, panel, cb, buf);
     double t2 = cp_seconds();
     times->compute += t2 - t1;
     const size_t co0 = (size_t)cb * mr;
     const size_t channels = (size_t)pl->c_out - co0 < mr ? (size_t)pl->c_out - co0 : mr;
-    const size_t dst_index = ((size_t)it.b * (size_t)pl->c_out + co0) * plane +
-                             (size_t)it.g0 * pw + (size_t)it.col0 / pool;
-    cp_epilogue_block(r->epilogue, buf, pl->buf_cols, pl->buf_row_ld, channels, co0,
-                      (size_t)it.g, (size_t)it.cw / pool, r->dst, dst_index, pw, plane,
-                      pl->elem_size);
+    cp_epilogue_item(r->epilogue, pl, &it, buf, row, co0, channels, r->dst);
     t1 = cp_seconds();
     times->epilogue += t1 - t2;
   }

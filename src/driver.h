@@ -22,8 +22,10 @@ typedef struct cp_phase_times {
 /* The region of one work item. */
 typedef struct cp_item {
   int64_t b;        /* batch index */
-  int64_t g0, g;    /* first pooled row and pooled rows */
-  int64_t col0, cw; /* first conv column and conv columns (a multiple of pool) */
+  int64_t q0, nq;   /* pooled rows [q0, q0 + nq) */
+  int64_t c0, nc;   /* pooled columns [c0, c0 + nc) */
+  int64_t y0, ny;   /* conv rows [y0, y0 + ny) its windows cover */
+  int64_t x0, nx;   /* conv columns [x0, x0 + nx) its windows cover */
   int64_t cb0, cb1; /* channel blocks [cb0, cb1) */
   unsigned flags;   /* the algorithm's own, set by its pack_item */
 } cp_item;

@@ -44,18 +44,6 @@ struct convpool_op {
 
 /* ---- validation ---- */
 
-static convpool_status cp_check_dtype(convpool_dtype dtype) {
-  if (dtype == CONVPOOL_FLOAT32 || dtype == CONVPOOL_FLOAT16 || dtype == CONVPOOL_BFLOAT16)
-    return CONVPOOL_SUCCESS;
-  return cp_fail(CONVPOOL_INVALID_ARGUMENT, "dtype = %d is not a convpool_dtype", (int)dtype);
-}
-
-static convpool_status cp_check_positive(const char *name, int64_t value) {
-  if (value < 1)
-    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "%s = %lld must be >= 1", name, (long long)value);
-  return CONVPOOL_SUCCESS;
-}
-
 /* A tensor pointer must be aligned to its element (the packers read it as
    float or uint16_t). */
 static convpool_status cp_check_aligned(const char *name, const void *p, convpool_dtype dtype) {
@@ -125,16 +113,17 @@ static convpool_status cp_check_options(const convpool_options *o) {
   return CONVPOOL_SUCCESS;
 }
 
-/* The epilogue of the layer: pool window = stride, bias (after the max
-   unless a bias is not finite), no clamp, the dtype's store. */
+/* The epilogue of the layer: pool window and stride, bias (after the max
+   unless a bias is not finite), the activation clamp, the dtype's store. */
 static void cp_setup_epilogue(convpool_op *op, const cp_cpu *cpu, int bias_finite) {
   cp_epilogue_params *p = &op->epilogue.params;
   const convpool_dtype dtype = op->layer.dtype;
-  p->pool = p->stride = (size_t)op->layer.pool;
+  p->pool = (size_t)op->layer.pool;
+  p->stride = (size_t)op->layer.stride;
   p->bias = op->layer.has_bias ? op->bias : NULL;
   p->bias_first = op->layer.has_bias && !bias_finite;
-  p->min = -INFINITY;
-  p->max = INFINITY;
+  p->min = op->layer.act_min;
+  p->max = op->layer.act_max;
   p->store = dtype == CONVPOOL_FLOAT16    ? CP_STORE_F16
              : dtype == CONVPOOL_BFLOAT16 ? CP_STORE_BF16
                                           : CP_STORE_F32;
@@ -145,6 +134,14 @@ static void cp_setup_epilogue(convpool_op *op, const cp_cpu *cpu, int bias_finit
 convpool_status convpool_op_create(convpool_dtype dtype, const void *weights, const void *bias,
                                    int64_t c_out, int64_t c_in, int64_t k, int64_t pool,
                                    const convpool_options *options, convpool_op **op_out) {
+  convpool_layer layer;
+  convpool_layer_init(&layer, dtype, c_out, c_in, k, pool);
+  return convpool_op_create_layer(&layer, weights, bias, options, op_out);
+}
+
+convpool_status convpool_op_create_layer(const convpool_layer *public_layer, const void *weights,
+                                         const void *bias, const convpool_options *options,
+                                         convpool_op **op_out) {
   cp_clear_error();
   if (op_out == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "op_out is NULL");
   *op_out = NULL;
@@ -152,14 +149,14 @@ convpool_status convpool_op_create(convpool_dtype dtype, const void *weights, co
   convpool_status st = cp_read_options(options, &opts);
   if (st != CONVPOOL_SUCCESS) return st;
   const convpool_options *o = &opts;
-  if ((st = cp_check_dtype(dtype)) != CONVPOOL_SUCCESS) return st;
+  cp_layer layer;
+  if ((st = cp_layer_from_public(public_layer, bias != NULL, &layer)) != CONVPOOL_SUCCESS)
+    return st;
+  const convpool_dtype dtype = layer.dtype;
+  const int64_t c_out = layer.c_out, c_in = layer.c_in, k = layer.k;
   if (weights == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "weights is NULL");
   if ((st = cp_check_aligned("weights", weights, dtype)) != CONVPOOL_SUCCESS) return st;
   if ((st = cp_check_aligned("bias", bias, dtype)) != CONVPOOL_SUCCESS) return st;
-  if ((st = cp_check_positive("c_out", c_out)) != CONVPOOL_SUCCESS) return st;
-  if ((st = cp_check_positive("c_in", c_in)) != CONVPOOL_SUCCESS) return st;
-  if ((st = cp_check_positive("k", k)) != CONVPOOL_SUCCESS) return st;
-  if ((st = cp_check_positive("pool", pool)) != CONVPOOL_SUCCESS) return st;
   size_t wbytes;
   if ((size_t)k > SIZE_MAX / (size_t)k || !cp_mul((size_t)c_out, (size_t)c_in, &wbytes) ||
       !cp_mul(wbytes, (size_t)(k * k), &wbytes) ||
@@ -169,7 +166,6 @@ convpool_status convpool_op_create(convpool_dtype dtype, const void *weights, co
                    (long long)c_out, (long long)c_in, (long long)k, (long long)k);
 
   const cp_cpu *cpu = cp_cpu_get();
-  const cp_layer layer = {dtype, c_out, c_in, k, pool, bias != NULL};
   const cp_algorithm *algo;
   if ((st = cp_algorithm_choose(o->algo, &layer, cpu, &algo, NULL, 0)) != CONVPOOL_SUCCESS)
     return st;
@@ -358,24 +354,23 @@ convpool_status convpool_op_last_run_stats(const convpool_op *op, convpool_run_s
 
 /* ---- one-shot ---- */
 
-convpool_status convpool_conv2d_maxpool(convpool_dtype dtype, const void *src, int64_t batch,
-                                        int64_t c_in, int64_t height, int64_t width,
-                                        const void *weights, int64_t c_out, int64_t k,
-                                        const void *bias, int64_t pool, void *dst,
-                                        size_t dst_bytes, const convpool_options *options) {
+convpool_status convpool_layer_run(const convpool_layer *layer, const void *src, int64_t batch,
+                                   int64_t height, int64_t width, const void *weights,
+                                   const void *bias, void *dst, size_t dst_bytes,
+                                   const convpool_options *options) {
   cp_clear_error();
   convpool_op *op = NULL;
-  convpool_status st = convpool_op_create(dtype, weights, bias, c_out, c_in, k, pool, options, &op);
+  convpool_status st = convpool_op_create_layer(layer, weights, bias, options, &op);
   if (st != CONVPOOL_SUCCESS) return st;
   int64_t shape[4];
   size_t out_bytes = 0;
-  const size_t es = convpool_dtype_size(dtype);
+  const size_t es = convpool_dtype_size(layer->dtype);
   st = convpool_op_output_shape(op, batch, height, width, shape, &out_bytes);
   if (st == CONVPOOL_SUCCESS && dst != NULL)
     st = cp_check_disjoint("dst", dst, out_bytes, "weights", weights,
-                           (size_t)(c_out * c_in * k * k) * es);
+                           (size_t)(layer->c_out * layer->c_in * layer->k * layer->k) * es);
   if (st == CONVPOOL_SUCCESS && dst != NULL && bias != NULL)
-    st = cp_check_disjoint("dst", dst, out_bytes, "bias", bias, (size_t)c_out * es);
+    st = cp_check_disjoint("dst", dst, out_bytes, "bias", bias, (size_t)layer->c_out * es);
   if (st == CONVPOOL_SUCCESS) st = convpool_op_run(op, src, batch, height, width, dst, dst_bytes);
   if (st != CONVPOOL_SUCCESS) {
     char saved[512];
@@ -384,4 +379,15 @@ convpool_status convpool_conv2d_maxpool(convpool_dtype dtype, const void *src, i
     return cp_fail(st, "%s", saved);
   }
   return convpool_op_destroy(op);
+}
+
+convpool_status convpool_conv2d_maxpool(convpool_dtype dtype, const void *src, int64_t batch,
+                                        int64_t c_in, int64_t height, int64_t width,
+                                        const void *weights, int64_t c_out, int64_t k,
+                                        const void *bias, int64_t pool, void *dst,
+                                        size_t dst_bytes, const convpool_options *options) {
+  convpool_layer layer;
+  convpool_layer_init(&layer, dtype, c_out, c_in, k, pool);
+  return convpool_layer_run(&layer, src, batch, height, width, weights, bias, dst, dst_bytes,
+                            options);
 }

@@ -26,20 +26,21 @@ void cp_pack_weights_blocked(const cp_layer *layer, const cp_algo_setup *setup,
 int cp_size_weights_blocked(const cp_layer *layer, cp_algo_setup *setup);
 
 /*
- * The input panel of an item: every channel, input rows [oh0, oh0 + rows),
- * columns [col0, col0 + cols), widened to fp32 (or bf16 pairs), rows
- * pl->panel_ld apart, channels pl->panel_cs apart. Everything else the
- * microkernel may read (row ends, channel padding, the final slack) is zero.
+ * The input panel of an item: every channel, input rows [iy0, iy0 + rows),
+ * columns [ix0, ix0 + cols) (negative or past the input: the conv padding,
+ * written as zeros), widened to fp32 (or bf16 pairs), rows pl->panel_ld
+ * apart, channels pl->panel_cs apart. Everything else the microkernel may
+ * read (row ends, channel padding, the final slack) is zero.
  */
-void cp_pack_panel(const cp_run *r, int64_t b, size_t oh0, size_t rows, size_t col0, size_t cols,
+void cp_pack_panel(const cp_run *r, int64_t b, int64_t iy0, size_t rows, int64_t ix0, size_t cols,
                    float *panel);
 
 /*
- * The im2col strip of an item: for each tile of NR conv positions (in the
- * order of the tile buffer), B[s][i][j][n] = x[s][row + i][col + j] for
- * position n at (row, col); positions past the item are zero.
+ * The im2col strip of an item: for each tile of NR conv positions of its conv
+ * region (in the order of the tile buffer), B[s][i][j][n] = x[s][row + i -
+ * pad_top][col + j - pad_left] for position n at (row, col); positions past
+ * the item and inputs in the conv padding are zero.
  */
-void cp_pack_im2col(const cp_run *r, int64_t b, size_t oh0, size_t conv_rows, size_t col0,
-                    size_t cw, float *strip);
+void cp_pack_im2col(const cp_run *r, const cp_item *it, float *strip);
 
 #endif

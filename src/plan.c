@@ -23,39 +23,57 @@ static int cp_fits(const cp_plan *pl) {
   return pl->panel_bytes <= pl->panel_budget && pl->buf_bytes <= pl->buf_budget;
 }
 
-/* Modelled cost per useful conv position: microkernel lanes plus copying. */
+/* Modelled cost per conv position the item advances over: microkernel lanes
+   plus copying. */
 static double cp_cost(const cp_plan *pl) {
   double tiles = (double)(pl->buf_cols / (size_t)pl->uk->nr);
   double lanes = tiles * pl->uk->nr * (double)pl->c_steps * (double)(pl->k * pl->k) *
                  (double)((pl->co_blocks - 1) * pl->uk->mr + pl->uk_tail->mr);
   double copy = pl->cfg->copy_cost * (double)pl->panel_floats;
-  return (lanes + copy) / ((double)pl->group * (double)pl->pool * (double)pl->col_block);
+  return (lanes + copy) /
+         ((double)pl->group * (double)pl->col_block * (double)(pl->stride * pl->stride));
+}
+
+/* The largest conv extent of `n` pooled outputs along a side of `conv`. */
+static int64_t cp_conv_extent(int64_t n, int64_t pool, int64_t stride, int64_t conv) {
+  const int64_t e = (n - 1) * stride + pool;
+  return e < conv ? e : conv;
+}
+
+/* Item size: g pooled rows x n pooled columns; the algorithm's geometry for
+   its conv region. 0 on overflow. */
+static int cp_item_size(cp_plan *pl, int64_t g, int64_t n) {
+  pl->group = g, pl->col_block = n;
+  pl->conv_rows = cp_conv_extent(g, pl->pool, pl->stride, pl->oh);
+  pl->conv_cols = cp_conv_extent(n, pl->pool, pl->stride, pl->ow);
+  return pl->algo->geometry(pl, pl->conv_rows, pl->conv_cols);
 }
 
 /*
- * Choose the item: column blocks are the whole used row or multiples of
- * lcm(pool, NR); for each, the most pooled rows that fit the budgets (or the
- * forced rows per item); keep the cheapest by the cost model. Then make
+ * Choose the item: column blocks are the whole pooled row or multiples of
+ * lcm(stride, NR) / stride pooled columns (so an item advances a multiple of
+ * NR conv columns); for each, the most pooled rows that fit the budgets (or
+ * the forced rows per item); keep the cheapest by the cost model. Then make
  * enough items for the threads: fewer rows per item first, then channel groups.
  */
 static convpool_status cp_choose_items(cp_plan *pl, int64_t forced) {
-  int (*geometry)(cp_plan *, int64_t, int64_t) = pl->algo->geometry;
+  int (*geometry)(cp_plan *, int64_t, int64_t) = cp_item_size;
   const int64_t nr = pl->uk->nr;
-  int64_t a = pl->pool, b = nr;
+  int64_t a = pl->stride, b = nr;
   while (b != 0) {
     int64_t t = a % b;
     a = b;
     b = t;
   }
-  const int64_t step = pl->pool / a * nr; /* lcm(pool, NR) */
+  const int64_t step = nr / a; /* lcm(stride, NR) / stride */
   if (forced > pl->ph)
     return cp_fail(CONVPOOL_INVALID_ARGUMENT, "rows_per_item = %lld exceeds the %lld pooled rows",
                    (long long)forced, (long long)pl->ph);
   double best_cost = 0;
   int64_t best_g = 0, best_cw = 0;
   for (int64_t m = 0; m <= pl->cfg->max_col_multiples; m++) {
-    int64_t cw = m == 0 ? pl->ow_used : m * step;
-    if (m > 0 && cw >= pl->ow_used) break;
+    int64_t cw = m == 0 ? pl->pw : m * step;
+    if (m > 0 && cw >= pl->pw) break;
     int64_t g = forced > 0 ? forced : 1;
     if (!geometry(pl, g, cw) || (forced == 0 && !cp_fits(pl))) continue;
     if (forced == 0) { /* grow the row group while it fits */
@@ -73,13 +91,13 @@ static convpool_status cp_choose_items(cp_plan *pl, int64_t forced) {
   }
   if (best_g == 0) { /* nothing fits the budgets: the smallest item, reported over budget */
     best_g = forced > 0 ? forced : 1;
-    best_cw = step < pl->ow_used ? step : pl->ow_used;
+    best_cw = step < pl->pw ? step : pl->pw;
   }
   if (!geometry(pl, best_g, best_cw))
     return cp_fail(CONVPOOL_INVALID_ARGUMENT, "input panel of %lld channels is too large",
                    (long long)pl->c_in);
   const int64_t target = (int64_t)pl->cfg->items_per_thread * (int64_t)pl->threads;
-  pl->col_blocks = (pl->ow_used + pl->col_block - 1) / pl->col_block;
+  pl->col_blocks = (pl->pw + pl->col_block - 1) / pl->col_block;
   for (;;) {
     pl->row_groups = (pl->ph + pl->group - 1) / pl->group;
     if (forced > 0 || pl->group == 1 || pl->batch * pl->row_groups * pl->col_blocks >= target)
@@ -118,6 +136,16 @@ static int cp_tensor_bytes(int64_t d0, int64_t d1, int64_t d2, int64_t d3, size_
          cp_mul(n, (size_t)d3, &n) && cp_mul(n, elem, bytes) && *bytes <= (size_t)PTRDIFF_MAX;
 }
 
+int64_t cp_pooled_size(int64_t conv, int64_t pool, int64_t stride, int64_t pad_lo,
+                       int64_t pad_hi, int ceil_mode) {
+  const int64_t span = conv + pad_lo + pad_hi - pool;
+  if (span < 0) return 0;
+  int64_t n = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
+  /* torch: the last window must start inside the conv output or its top/left padding */
+  if (ceil_mode && (n - 1) * stride >= conv + pad_lo) n--;
+  return n;
+}
+
 convpool_status cp_plan_make(const cp_layer *layer, const cp_algorithm *algo,
                              const cp_algo_setup *setup, int threads, int64_t rows_per_item,
                              int64_t batch, int64_t height, int64_t width, cp_plan *pl) {
@@ -125,23 +153,39 @@ convpool_status cp_plan_make(const cp_layer *layer, const cp_algorithm *algo,
   if ((st = cp_check_positive("batch", batch)) != CONVPOOL_SUCCESS) return st;
   if ((st = cp_check_positive("height", height)) != CONVPOOL_SUCCESS) return st;
   if ((st = cp_check_positive("width", width)) != CONVPOOL_SUCCESS) return st;
-  if (height < layer->k || width < layer->k)
-    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
-                   "input %lldx%lld is smaller than the filter k = %lld", (long long)height,
-                   (long long)width, (long long)layer->k);
   memset(pl, 0, sizeof *pl);
   pl->dtype = layer->dtype;
   pl->batch = batch, pl->c_in = layer->c_in, pl->c_out = layer->c_out;
-  pl->height = height, pl->width = width, pl->k = layer->k, pl->pool = layer->pool;
-  pl->oh = height - layer->k + 1;
-  pl->ow = width - layer->k + 1;
-  if (layer->pool > pl->oh || layer->pool > pl->ow)
+  pl->height = height, pl->width = width, pl->k = layer->k;
+  pl->pool = layer->pool, pl->stride = layer->stride;
+  memcpy(pl->pad, layer->pad, sizeof pl->pad);
+  memcpy(pl->pool_pad, layer->pool_pad, sizeof pl->pool_pad);
+  /* the pads are at most CP_MAX_PAD, so these sums do not overflow */
+  const int64_t padded_h = height + layer->pad[CP_TOP] + layer->pad[CP_BOTTOM];
+  const int64_t padded_w = width + layer->pad[CP_LEFT] + layer->pad[CP_RIGHT];
+  if (padded_h < layer->k || padded_w < layer->k) {
+    if (layer->pad[0] == 0 && layer->pad[1] == 0 && layer->pad[2] == 0 && layer->pad[3] == 0)
+      return cp_fail(CONVPOOL_INVALID_ARGUMENT,
+                     "input %lldx%lld is smaller than the filter k = %lld", (long long)height,
+                     (long long)width, (long long)layer->k);
     return cp_fail(CONVPOOL_INVALID_ARGUMENT,
-                   "pool = %lld is larger than the conv output %lldx%lld", (long long)layer->pool,
-                   (long long)pl->oh, (long long)pl->ow);
-  pl->ph = pl->oh / layer->pool;
-  pl->pw = pl->ow / layer->pool;
-  pl->ow_used = pl->pw * layer->pool;
+                   "padded input %lldx%lld is smaller than the filter k = %lld",
+                   (long long)padded_h, (long long)padded_w, (long long)layer->k);
+  }
+  pl->oh = padded_h - layer->k + 1;
+  pl->ow = padded_w - layer->k + 1;
+  pl->ph = cp_pooled_size(pl->oh, layer->pool, layer->stride, layer->pool_pad[CP_TOP],
+                          layer->pool_pad[CP_BOTTOM], layer->ceil_mode);
+  pl->pw = cp_pooled_size(pl->ow, layer->pool, layer->stride, layer->pool_pad[CP_LEFT],
+                          layer->pool_pad[CP_RIGHT], layer->ceil_mode);
+  if (pl->ph < 1 || pl->pw < 1)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
+                   "pool = %lld is larger than the conv output %lldx%lld%s", (long long)layer->pool,
+                   (long long)pl->oh, (long long)pl->ow,
+                   layer->pool_pad[0] || layer->pool_pad[1] || layer->pool_pad[2] ||
+                           layer->pool_pad[3]
+                       ? " with its pool padding"
+                       : "");
   pl->elem_size = convpool_dtype_size(layer->dtype);
   if (!cp_tensor_bytes(batch, layer->c_in, height, width, pl->elem_size, &pl->src_bytes))
     return cp_fail(CONVPOOL_INVALID_ARGUMENT,
@@ -165,8 +209,11 @@ convpool_status cp_plan_make(const cp_layer *layer, const cp_algorithm *algo,
   pl->panel_budget = cpu->l2 / pl->cfg->panel_l2_div;
   pl->buf_budget = cpu->l2 / pl->cfg->buf_l2_div;
   if ((st = cp_choose_blocks(pl, rows_per_item)) != CONVPOOL_SUCCESS) return st;
+  /* the epilogue's row: column maxima of a window, then the pooled outputs */
+  pl->row_bytes = (size_t)(pl->conv_cols + pl->col_block) * sizeof(float);
   if (!cp_add(cp_round_up(pl->panel_bytes, CP_CACHE_LINE),
-              cp_round_up(pl->buf_bytes, CP_CACHE_LINE), &pl->scratch_bytes))
+              cp_round_up(pl->buf_bytes, CP_CACHE_LINE), &pl->scratch_bytes) ||
+      !cp_add(pl->scratch_bytes, cp_round_up(pl->row_bytes, CP_CACHE_LINE), &pl->scratch_bytes))
     return cp_fail(CONVPOOL_INVALID_ARGUMENT, "scratch size overflows");
   return CONVPOOL_SUCCESS;
 }
@@ -184,9 +231,11 @@ void cp_plan_describe(const cp_plan *pl, convpool_dtype dtype, const char *choic
       "caches         L1d %zu KiB, L2 %zu KiB, L3 %zu KiB (%s)\n"
       "shape          src [%lld, %lld, %lld, %lld] %s -> conv %lldx%lld -> pool %lld -> dst "
       "[%lld, %lld, %lld, %lld]\n"
+      "padding        conv %lld,%lld,%lld,%lld (top,left,bottom,right); pool window %lld stride "
+      "%lld padding %lld,%lld,%lld,%lld\n"
       "register tile  %d output channels x %d positions; %lld channel blocks (last: %s)\n"
-      "panel          %lld pooled rows (%lld input rows) x %lld conv columns x %lld channels, "
-      "%s\n"
+      "panel          %lld pooled rows x %lld pooled columns: conv %lld rows (%lld input rows) x "
+      "%lld columns x %lld channels, %s\n"
       "work items     %lld = batch %lld x row groups %lld x column blocks %lld x channel "
       "groups %lld (%lld blocks each)\n"
       "epilogue       %s\n"
@@ -195,20 +244,23 @@ void cp_plan_describe(const cp_plan *pl, convpool_dtype dtype, const char *choic
       "panel          %zu bytes per thread (budget L2/%u = %zu: %s)\n"
       "tile buffer    %zu bytes per thread (budget L2/%u = %zu: %s)\n"
       "scratch        %zu bytes per thread, %zu in all\n",
-      pl->algo->name, pl->uk->name, choice, cp_isa_name(pl->uk->isa),
-      cp_isa_name(cpu->detected),
+      pl->algo->name, pl->uk->name, choice, cp_isa_name(pl->uk->isa), cp_isa_name(cpu->detected),
       cpu->isa_cap_ignored ? "; CONVPOOL_ISA not recognised, ignored" : "", cpu->l1d >> 10,
       cpu->l2 >> 10, cpu->l3 >> 10, cpu->caches_from_cpuid ? "cpuid" : "fallback values",
       (long long)pl->batch, (long long)pl->c_in, (long long)pl->height, (long long)pl->width,
       convpool_dtype_name(dtype), (long long)pl->oh, (long long)pl->ow, (long long)pl->pool,
       (long long)pl->batch, (long long)pl->c_out, (long long)pl->ph, (long long)pl->pw,
+      (long long)pl->pad[0], (long long)pl->pad[1], (long long)pl->pad[2], (long long)pl->pad[3],
+      (long long)pl->pool, (long long)pl->stride, (long long)pl->pool_pad[0],
+      (long long)pl->pool_pad[1], (long long)pl->pool_pad[2], (long long)pl->pool_pad[3],
       pl->uk->mr, pl->uk->nr, (long long)pl->co_blocks, pl->uk_tail->name, (long long)pl->group,
-      (long long)pl->panel_rows, (long long)pl->col_block, (long long)pl->c_in, sweep,
-      (long long)pl->items, (long long)pl->batch, (long long)pl->row_groups,
-      (long long)pl->col_blocks, (long long)pl->co_groups, (long long)pl->co_blocks_per_group,
-      epilogue, pl->threads, pl->packed_weight_bytes, pl->weight_block_bytes, pl->panel_bytes,
-      pl->cfg->panel_l2_div, pl->panel_budget,
-      pl->panel_bytes <= pl->panel_budget ? "fits" : "over budget", pl->buf_bytes,
-      pl->cfg->buf_l2_div, pl->buf_budget, pl->buf_bytes <= pl->buf_budget ? "fits" : "over budget",
-      pl->scratch_bytes, pl->scratch_bytes * (size_t)pl->threads);
+      (long long)pl->col_block, (long long)pl->conv_rows, (long long)pl->panel_rows,
+      (long long)pl->conv_cols, (long long)pl->c_in, sweep, (long long)pl->items,
+      (long long)pl->batch, (long long)pl->row_groups, (long long)pl->col_blocks,
+      (long long)pl->co_groups, (long long)pl->co_blocks_per_group, epilogue, pl->threads,
+      pl->packed_weight_bytes, pl->weight_block_bytes, pl->panel_bytes, pl->cfg->panel_l2_div,
+      pl->panel_budget, pl->panel_bytes <= pl->panel_budget ? "fits" : "over budget",
+      pl->buf_bytes, pl->cfg->buf_l2_div, pl->buf_budget,
+      pl->buf_bytes <= pl->buf_budget ? "fits" : "over budget", pl->scratch_bytes,
+      pl->scratch_bytes * (size_t)pl->threads);
 }

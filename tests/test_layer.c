@@ -81,6 +81,27 @@ static void free_tensors(tensors *t) {
 
 static convpool_algo g_algo = CONVPOOL_ALGO_AUTO;
 
+/* Winograd computes k = 3 only. For another k: 1 if it declines as it must
+   (UNSUPPORTED, naming k; the case counts as passed), -1 if it does not; 0
+   when the case is to be run. */
+static int declined_by_winograd(int64_t k) {
+  if (g_algo != CONVPOOL_ALGO_WINOGRAD || k == 3) return 0;
+  convpool_options o;
+  convpool_options_init(&o);
+  o.algo = g_algo;
+  float *w = tu_xmalloc((size_t)(k * k) * sizeof(float));
+  memset(w, 0, (size_t)(k * k) * sizeof(float));
+  convpool_op *op = NULL;
+  convpool_status st = convpool_op_create(CONVPOOL_FLOAT32, w, NULL, 1, 1, k, 1, &o, &op);
+  free(w);
+  if (st == CONVPOOL_UNSUPPORTED && op == NULL && strstr(convpool_last_error(), "k = ") != NULL)
+    return 1;
+  printf("winograd with k = %lld: %s (%s), want unsupported naming k\n", (long long)k,
+         convpool_status_string(st), convpool_last_error());
+  convpool_op_destroy(op);
+  return -1;
+}
+
 static int run(const layer_case *c, const tensors *t, int threads, void *y) {
   convpool_options o;
   convpool_options_init(&o);
@@ -105,6 +126,8 @@ static void describe(const layer_case *c, char *s, size_t n) {
 
 /* Compare against the reference; returns 1 if every element is acceptable. */
 static int check_case(const layer_case *c, uint64_t seed, int threads) {
+  const int declined = declined_by_winograd(c->k);
+  if (declined) return declined > 0;
   tensors t;
   make_tensors(c, seed, &t);
   void *y = tu_xmalloc(t.y_bytes);
@@ -134,6 +157,8 @@ static int check_case(const layer_case *c, uint64_t seed, int threads) {
 
 /* Same bytes for every thread count and for a repeated run. */
 static int check_determinism(const layer_case *c, uint64_t seed) {
+  const int declined = declined_by_winograd(c->k);
+  if (declined) return declined > 0;
   tensors t;
   make_tensors(c, seed, &t);
   void *first = tu_xmalloc(t.y_bytes), *y = tu_xmalloc(t.y_bytes);
@@ -195,6 +220,157 @@ static int check_nonfinite(convpool_dtype dtype) {
   return ok;
 }
 
+/* ---- layer parameters: padding, activation, general pooling ---- */
+
+static void describe_layer(const convpool_layer *l, int64_t batch, int64_t h, int64_t w, char *s,
+                           size_t n) {
+  snprintf(s, n,
+           "%s B=%lld Cin=%lld Cout=%lld %lldx%lld k=%lld pad=%lld,%lld,%lld,%lld act=%d[%g,%g] "
+           "pool=%lld/%lld ppad=%lld,%lld,%lld,%lld ceil=%d",
+           convpool_dtype_name(l->dtype), (long long)batch, (long long)l->c_in,
+           (long long)l->c_out, (long long)h, (long long)w, (long long)l->k,
+           (long long)l->padding[0], (long long)l->padding[1], (long long)l->padding[2],
+           (long long)l->padding[3], (int)l->activation, (double)l->clamp_min,
+           (double)l->clamp_max, (long long)l->pool, (long long)l->pool_stride,
+           (long long)l->pool_padding[0], (long long)l->pool_padding[1],
+           (long long)l->pool_padding[2], (long long)l->pool_padding[3], l->ceil_mode);
+}
+
+/* One layer against the reference, at 1 and 3 threads (same bytes). */
+static int check_layer(const convpool_layer *l, int64_t batch, int64_t h, int64_t w, int bias,
+                       uint64_t seed, const float *special_bias) {
+  const int declined = declined_by_winograd(l->k);
+  if (declined) return declined > 0;
+  layer_case c = {l->dtype, batch, l->c_in, l->c_out, h, w, l->k, l->pool, bias, (int)(seed & 1)};
+  tensors t;
+  make_tensors(&c, seed, &t);
+  if (special_bias != NULL && t.bias != NULL) {
+    for (int64_t co = 0; co < l->c_out; co++) {
+      const float v = special_bias[co % 3];
+      if (l->dtype == CONVPOOL_FLOAT16) ((uint16_t *)t.bias)[co] = cp_float_to_half(v);
+      else if (l->dtype == CONVPOOL_BFLOAT16) ((uint16_t *)t.bias)[co] = cp_float_to_bf16(v);
+      else ((float *)t.bias)[co] = v;
+    }
+  }
+  int64_t ph, pw;
+  cp_reference_shape(l, h, w, &ph, &pw);
+  const size_t es = convpool_dtype_size(l->dtype), y_n = (size_t)(batch * l->c_out * ph * pw);
+  void *y1 = tu_xmalloc(y_n * es + 1), *y3 = tu_xmalloc(y_n * es + 1);
+  double *ref = tu_xmalloc(y_n * sizeof(double) + 1), *bound = tu_xmalloc(y_n * sizeof(double) + 1);
+  char d[320];
+  describe_layer(l, batch, h, w, d, sizeof d);
+  int ok = 1;
+  for (int threads = 1; ok && threads <= 3; threads += 2) {
+    convpool_options o;
+    convpool_options_init(&o);
+    o.threads = threads;
+    o.algo = g_algo;
+    convpool_status st = convpool_layer_run(l, t.x, batch, h, w, t.w, t.bias,
+                                            threads == 1 ? y1 : y3, y_n * es, &o);
+    if (st == CONVPOOL_UNSUPPORTED && g_algo == CONVPOOL_ALGO_WINOGRAD &&
+        (l->padding[0] > 1 || l->padding[1] > 1 || l->padding[2] > 1 || l->padding[3] > 1)) {
+      free(y1), free(y3), free(ref), free(bound); /* declined, as it must */
+      free_tensors(&t);
+      return 1;
+    }
+    if (st != CONVPOOL_SUCCESS) {
+      printf("layer %s: %s: %s\n", d, convpool_status_string(st), convpool_last_error());
+      ok = 0;
+    }
+  }
+  if (ok && memcmp(y1, y3, y_n * es) != 0) {
+    printf("layer %s: threads=3 differs from threads=1\n", d);
+    ok = 0;
+  }
+  cp_reference_layer(l, t.x, batch, h, w, t.w, t.bias, ref, bound);
+  for (size_t i = 0; ok && i < y_n; i++) {
+    double got = get(l->dtype, y1, i);
+    if (!close_enough(l->dtype, got, ref[i], bound[i])) {
+      printf("layer %s at %zu: got %.9g want %.9g (bound %.3g)\n", d, i, got, ref[i], bound[i]);
+      ok = 0;
+    }
+  }
+  free(y1), free(y3), free(ref), free(bound);
+  free_tensors(&t);
+  return ok;
+}
+
+/* Padding (symmetric or not, up to k and beyond), each activation, pool
+   stride != window, pool padding and ceil sizing, on every dtype. */
+static int check_layer_grid(int *cases) {
+  int failures = 0;
+  tu_rng pick = {77};
+  const convpool_dtype dtypes[] = {CONVPOOL_FLOAT32, CONVPOOL_FLOAT16, CONVPOOL_BFLOAT16};
+  const int64_t chans[] = {1, 3, 16, 17};
+  for (int n = 0; n < 90; n++) {
+    convpool_layer l;
+    const int64_t k = 1 + (int64_t)(tu_next(&pick) % 4), pool = 1 + (int64_t)(tu_next(&pick) % 3);
+    convpool_layer_init(&l, dtypes[n % 3], chans[tu_next(&pick) % 4], chans[tu_next(&pick) % 4],
+                        k, pool);
+    for (int s = 0; s < 4; s++) l.padding[s] = (int64_t)(tu_next(&pick) % (uint64_t)(k + 2));
+    if (n % 4 == 0) l.padding[1] = l.padding[3] = l.padding[0] = l.padding[2]; /* symmetric */
+    l.activation = (convpool_activation)(n % 3);
+    if (l.activation == CONVPOOL_ACTIVATION_CLAMP) l.clamp_min = -0.5f, l.clamp_max = n % 2 ? 6.0f : 2.5f;
+    l.pool_stride = (int64_t)(tu_next(&pick) % (uint64_t)(pool + 1)); /* 0: the window */
+    for (int s = 0; s < 4; s++) l.pool_padding[s] = (int64_t)(tu_next(&pick) % (uint64_t)(pool / 2 + 1));
+    l.ceil_mode = (int)(tu_next(&pick) % 2);
+    const int64_t h = 1 + (int64_t)(tu_next(&pick) % 20), w = 1 + (int64_t)(tu_next(&pick) % 40);
+    int64_t ph, pw;
+    cp_reference_shape(&l, h, w, &ph, &pw);
+    if (ph < 1 || pw < 1 || h + l.padding[0] + l.padding[2] < k || w + l.padding[1] + l.padding[3] < k)
+      continue;
+    (*cases)++;
+    if (!check_layer(&l, 1 + n % 2, h, w, n % 5 != 0, 300 + (uint64_t)n, NULL)) failures++;
+  }
+  /* VGG-like: pad 1, ReLU, 2x2/2; AlexNet-like 3x3/2 overlapping pool; ONNX-like asymmetric. */
+  convpool_layer l;
+  convpool_layer_init(&l, CONVPOOL_FLOAT32, 20, 19, 3, 2);
+  for (int s = 0; s < 4; s++) l.padding[s] = 1;
+  l.activation = CONVPOOL_ACTIVATION_RELU;
+  (*cases)++;
+  if (!check_layer(&l, 2, 30, 35, 1, 400, NULL)) failures++;
+  convpool_layer_init(&l, CONVPOOL_FLOAT32, 16, 8, 5, 3);
+  l.pool_stride = 2;
+  l.padding[0] = l.padding[1] = l.padding[2] = l.padding[3] = 2;
+  l.ceil_mode = 1;
+  (*cases)++;
+  if (!check_layer(&l, 1, 27, 27, 1, 401, NULL)) failures++;
+  convpool_layer_init(&l, CONVPOOL_FLOAT16, 7, 5, 3, 3);
+  l.padding[0] = 0, l.padding[1] = 2, l.padding[2] = 1, l.padding[3] = 0;
+  l.pool_padding[0] = 1, l.pool_padding[3] = 1;
+  l.activation = CONVPOOL_ACTIVATION_CLAMP, l.clamp_min = 0.0f, l.clamp_max = 6.0f;
+  (*cases)++;
+  if (!check_layer(&l, 2, 17, 12, 1, 402, NULL)) failures++;
+  /* A non-finite bias: +-inf and NaN are added before the max, as torch does
+     (max(-inf + inf, ...) is NaN, not inf). */
+  const float specials[3] = {INFINITY, -INFINITY, NAN};
+  for (int dt = 0; dt < 3; dt++) {
+    convpool_layer_init(&l, dtypes[dt], 6, 3, 3, 2);
+    (*cases)++;
+    if (!check_layer(&l, 1, 11, 13, 1, 403, specials)) failures++;
+  }
+  return failures;
+}
+
+/* x = [[-inf, 1], [1, 1]], w = 1, bias = +inf, pool 2: torch gives NaN. */
+static int check_infinite_bias(void) {
+  const int declined = declined_by_winograd(1);
+  if (declined) return declined > 0;
+  const float x[4] = {-INFINITY, 1, 1, 1}, w[1] = {1}, b[1] = {INFINITY};
+  float y[1] = {0};
+  convpool_options o;
+  convpool_options_init(&o);
+  o.algo = g_algo;
+  convpool_status st = convpool_conv2d_maxpool(CONVPOOL_FLOAT32, x, 1, 1, 2, 2, w, 1, 1, b, 2, y,
+                                               sizeof y, &o);
+  if (st != CONVPOOL_SUCCESS || !isnan(y[0])) {
+    printf("infinite bias: got %g (status %s), torch gives nan\n", (double)y[0],
+           convpool_status_string(st));
+    return 0;
+  }
+  return 1;
+}
+
 /* The ISA asked for with CONVPOOL_ISA must be the one that runs: exit 77
    (skipped) when this CPU lacks it, rather than test a lower one. */
 static void skip_unless_isa_runs(void) {
@@ -213,6 +389,7 @@ int main(int argc, char **argv) {
   skip_unless_isa_runs();
   if (argc > 1 && strcmp(argv[1], "im2col") == 0) g_algo = CONVPOOL_ALGO_IM2COL;
   if (argc > 1 && strcmp(argv[1], "sr") == 0) g_algo = CONVPOOL_ALGO_SHIFT_REDUCE;
+  if (argc > 1 && strcmp(argv[1], "winograd") == 0) g_algo = CONVPOOL_ALGO_WINOGRAD;
   const int64_t ks[] = {1, 2, 3, 5};
   const int64_t chans[] = {1, 3, 16, 17, 64};
   const int64_t sizes[] = {0, 1, 2, 4, 7, 12, 23, 36}; /* added to k */
@@ -262,6 +439,9 @@ int main(int argc, char **argv) {
     cases++;
     if (!check_determinism(&det[i], 50 + i)) failures++;
   }
+  failures += check_layer_grid(&cases);
+  cases++;
+  if (!check_infinite_bias()) failures++;
   cases += 3;
   if (!check_nonfinite(CONVPOOL_FLOAT32)) failures++;
   if (!check_nonfinite(CONVPOOL_FLOAT16)) failures++;

@@ -93,8 +93,9 @@ static void run_item(const cp_wino_transforms *t, const item_case *ic, double *m
   cp_wino_pack_weights(CONVPOOL_FLOAT32, w, ic->c_out, ic->c_in, mr, tail->mr, u);
   const size_t vs = cp_wino_v_stride(cin, (size_t)nr);
   float *v = tu_xmalloc(nblk * CP_WINO_POINTS * vs * sizeof(float));
-  int bad = t->input(panel, cs, ld, cin, tiles, tw_pad, (size_t)nr, v, vs);
-  CHECK(!bad, "%s: finite input reported as non-finite", t->name);
+  unsigned char *flags = tu_xmalloc(tiles);
+  size_t bad = t->input(panel, cs, ld, cin, tiles, tw_pad, (size_t)nr, v, vs, flags);
+  CHECK(bad == 0, "%s: finite input reported as non-finite", t->name);
   const size_t mfloats = (size_t)co_blocks * CP_WINO_POINTS * (size_t)mr * t_alloc;
   float *m = tu_xmalloc(mfloats * sizeof(float));
   cp_wino_multiply(uk, tail, co_blocks, u, uf / CP_WINO_POINTS, v, vs, cin, nblk, 0, co_blocks, m);
@@ -103,7 +104,7 @@ static void run_item(const cp_wino_transforms *t, const item_case *ic, double *m
   for (int cb = 0; cb < co_blocks; cb++) {
     const size_t mr_used = cb + 1 == co_blocks ? cout - (size_t)cb * (size_t)mr : (size_t)mr;
     t->output(m + (size_t)cb * CP_WINO_POINTS * (size_t)mr * t_alloc, t_alloc, (size_t)mr,
-              mr_used, tiles, tw_pad, buf, buf_cols, buf_ld);
+              mr_used, tiles, tw_pad, 0, 0, buf, buf_cols, buf_ld);
     for (size_t mm = 0; mm < mr_used; mm++) {
       const size_t co = (size_t)cb * (size_t)mr + mm;
       for (int y = 0; y < ic->rows; y++)
@@ -128,17 +129,26 @@ static void run_item(const cp_wino_transforms *t, const item_case *ic, double *m
     }
   }
 done:
-  /* Non-finite detection: NaN or Inf anywhere in the item's input. */
+  /* Non-finite detection: NaN or Inf anywhere in the item's input flags
+     exactly the tiles whose 6x6 input window holds it. */
   for (int trial = 0; trial < 6; trial++) {
     const size_t c = tu_next(&rng) % cin, y = tu_next(&rng) % in_rows, x = tu_next(&rng) % in_cols;
     float *p = &panel[c * cs + y * ld + x];
     const float keep = *p;
     *p = trial % 3 == 0 ? NAN : trial % 3 == 1 ? INFINITY : -INFINITY;
-    CHECK(t->input(panel, cs, ld, cin, tiles, tw_pad, (size_t)nr, v, vs),
-          "%s: %g at (%zu, %zu, %zu) not detected", t->name, (double)*p, c, y, x);
+    size_t want = 0;
+    bad = t->input(panel, cs, ld, cin, tiles, tw_pad, (size_t)nr, v, vs, flags);
+    for (size_t n = 0; n < tiles; n++) {
+      const size_t ty = 4 * (n / tw_pad), tx = 4 * (n % tw_pad);
+      const int inside = y >= ty && y < ty + 6 && x >= tx && x < tx + 6;
+      want += (size_t)inside;
+      CHECK(flags[n] == inside, "%s: %g at (%zu, %zu, %zu): tile %zu flag %d", t->name,
+            (double)*p, c, y, x, n, flags[n]);
+    }
+    CHECK(bad == want, "%s: %zu tiles flagged, want %zu", t->name, bad, want);
     *p = keep;
   }
-  free(buf), free(m), free(v), free(u), free(w), free(panel);
+  free(flags), free(buf), free(m), free(v), free(u), free(w), free(panel);
 }
 
 int main(void) {

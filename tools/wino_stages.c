@@ -111,7 +111,7 @@ int main(int argc, char **argv) {
           for (size_t cb = cb0; cb < cb1; cb++) {
             const size_t mr_used = cb + 1 == co_blocks ? cout - cb * mr : mr;
             tr->output(m + (cb - cb0) * CP_WINO_POINTS * mr * t_alloc, t_alloc, mr, mr_used, tiles,
-                       tw_pad, buf, buf_cols, buf_ld);
+                       tw_pad, 0, 0, buf, buf_cols, buf_ld);
             for (size_t mm = 0; mm < mr_used; mm++) /* pool and store */
               for (size_t q = 0; q < conv_rows / pool; q++)
                 for (size_t p = 0; p < cw / pool; p++) {

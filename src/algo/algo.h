@@ -32,10 +32,10 @@ typedef struct cp_algorithm {
   void (*pack_weights)(const cp_layer *layer, const cp_algo_setup *setup, const void *weights,
                        float *packed);
 
-  /* Item geometry for g pooled rows x cw conv columns: the panel_* fields,
-     flat, tiles, buf_row_ld, buf_cols, panel_bytes and buf_bytes of pl
-     (shapes and kernels are set). Returns 0 on size overflow. */
-  int (*geometry)(cp_plan *pl, int64_t g, int64_t cw);
+  /* Item geometry for a conv region of at most conv_rows x conv_cols: the
+     panel_* fields, flat, tiles, buf_row_ld, buf_cols, panel_bytes and
+     buf_bytes of pl (shapes and kernels are set). Returns 0 on overflow. */
+  int (*geometry)(cp_plan *pl, int64_t conv_rows, int64_t conv_cols);
 
   /* Optional: choose the item size itself for `forced` pooled rows per item
      (0: free): set group, col_block and the geometry (through geometry()),
@@ -46,8 +46,9 @@ typedef struct cp_algorithm {
   /* Pack the input of item `it` into panel (panel_bytes). */
   void (*pack_item)(const cp_run *r, cp_item *it, float *panel);
 
-  /* The conv output of channel block cb of item `it` into buf: conv row y,
-     column x of channel m at buf[m * buf_cols + y * buf_row_ld + x]. The
+  /* The conv output of channel block cb over the item's conv region into
+     buf: conv row it->y0 + y, column it->x0 + x of channel m at
+     buf[m * buf_cols + y * buf_row_ld + x] (no bias, no activation). The
      driver calls it for cb = cb0, cb0 + 1, ..., cb1 - 1 in this order, on the
      thread that packed the item, with buf (buf_bytes) kept between the calls. */
   void (*compute_block)(const cp_run *r, const cp_item *it, const float *panel, int64_t cb,

@@ -16,18 +16,16 @@ static const char *cp_im2col_declines(const cp_layer *layer, const cp_cpu *cpu, 
   return NULL; /* every layer of the contract */
 }
 
-static int cp_im2col_geometry(cp_plan *pl, int64_t g, int64_t cw) {
+static int cp_im2col_geometry(cp_plan *pl, int64_t conv_rows_, int64_t cw) {
   const size_t nr = (size_t)pl->uk->nr, mr = (size_t)pl->uk->mr, k = (size_t)pl->k;
-  const size_t es = sizeof(float);
-  size_t conv_rows, rows, n;
-  if (!cp_mul((size_t)g, (size_t)pl->pool, &conv_rows) || !cp_add(conv_rows, k - 1, &rows))
-    return 0;
+  const size_t es = sizeof(float), conv_rows = (size_t)conv_rows_;
+  size_t rows, n;
+  if (!cp_add(conv_rows, k - 1, &rows)) return 0;
   /* Flat tiles run over the positions row after row with no halo. */
   const size_t flat_tiles = (conv_rows * (size_t)cw + nr - 1) / nr;
   const size_t row_tiles = conv_rows * (((size_t)cw + nr - 1) / nr);
   pl->flat = flat_tiles < row_tiles;
   pl->tiles = pl->flat ? flat_tiles : row_tiles;
-  pl->group = g, pl->col_block = cw;
   pl->panel_rows = (int64_t)rows, pl->panel_ld = 0, pl->panel_cs = nr;
   if (!cp_mul((size_t)pl->c_steps, k * k, &n) || !cp_mul(n, nr, &n) ||
       !cp_mul(n, pl->tiles, &pl->panel_floats) || !cp_mul(pl->panel_floats, es, &pl->panel_bytes))
@@ -38,9 +36,7 @@ static int cp_im2col_geometry(cp_plan *pl, int64_t g, int64_t cw) {
 }
 
 static void cp_im2col_pack_item(const cp_run *r, cp_item *it, float *panel) {
-  const cp_plan *pl = r->pl;
-  cp_pack_im2col(r, it->b, (size_t)(it->g0 * pl->pool), (size_t)(it->g * pl->pool),
-                 (size_t)it->col0, (size_t)it->cw, panel);
+  cp_pack_im2col(r, it, panel);
 }
 
 static void cp_im2col_compute_block(const cp_run *r, const cp_item *it, const float *panel,
@@ -48,12 +44,12 @@ static void cp_im2col_compute_block(const cp_run *r, const cp_item *it, const fl
   const cp_plan *pl = r->pl;
   const float *w = r->packed + (size_t)cb * (pl->weight_block_bytes / sizeof(float));
   const cp_sr_ukernel_fn kernel = cb + 1 == pl->co_blocks ? pl->uk_tail->fn : pl->uk->fn;
-  const size_t nr = (size_t)pl->uk->nr, conv_rows = (size_t)(it->g * pl->pool);
+  const size_t nr = (size_t)pl->uk->nr, conv_rows = (size_t)it->ny;
   const size_t kdim = (size_t)pl->c_steps * (size_t)(pl->k * pl->k);
-  const size_t per_row = ((size_t)it->cw + nr - 1) / nr;
+  const size_t per_row = ((size_t)it->nx + nr - 1) / nr;
   for (size_t t = 0; t < pl->tiles; t++) {
     if (!pl->flat && t / per_row >= conv_rows) break;
-    if (pl->flat && t * nr >= conv_rows * (size_t)pl->col_block) break;
+    if (pl->flat && t * nr >= conv_rows * pl->buf_row_ld) break;
     float *tile = pl->flat ? buf + t * nr
                            : buf + (t / per_row) * pl->buf_row_ld + (t % per_row) * nr;
     kernel(panel + t * kdim * nr, nr, 0, kdim, 1, w, tile, pl->buf_cols);

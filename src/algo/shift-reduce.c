@@ -34,12 +34,12 @@ convpool_status cp_setup_sr_kernels(const cp_layer *layer, const cp_cpu *cpu, cp
   return CONVPOOL_SUCCESS;
 }
 
-static int cp_sr_geometry(cp_plan *pl, int64_t g, int64_t cw) {
+static int cp_sr_geometry(cp_plan *pl, int64_t conv_rows_, int64_t cw) {
   const size_t nr = (size_t)pl->uk->nr, mr = (size_t)pl->uk->mr, k = (size_t)pl->k;
   const size_t es = sizeof(float), line = CP_CACHE_LINE / sizeof(float);
-  size_t conv_rows, rows, ld, cs, n;
-  if (!cp_mul((size_t)g, (size_t)pl->pool, &conv_rows) || !cp_add(conv_rows, k - 1, &rows))
-    return 0;
+  const size_t conv_rows = (size_t)conv_rows_;
+  size_t rows, ld, cs, n;
+  if (!cp_add(conv_rows, k - 1, &rows)) return 0;
   ld = (size_t)cw + k - 1;
   if (!cp_mul(rows, ld, &cs)) return 0;
   /* An odd number of cache lines between channels spreads the c_in row
@@ -47,7 +47,6 @@ static int cp_sr_geometry(cp_plan *pl, int64_t g, int64_t cw) {
   cs = cp_round_up(cs, line);
   if ((cs / line) % 2 == 0) cs += line;
   if (!cp_mul((size_t)pl->c_steps, cs, &n) || !cp_add(n, 2 * nr, &n)) return 0;
-  pl->group = g, pl->col_block = cw;
   pl->panel_rows = (int64_t)rows, pl->panel_ld = ld, pl->panel_cs = cs, pl->panel_floats = n;
   if (!cp_mul(n, es, &pl->panel_bytes)) return 0;
   const size_t flat_len = (conv_rows - 1) * ld + (size_t)cw;
@@ -63,8 +62,8 @@ static int cp_sr_geometry(cp_plan *pl, int64_t g, int64_t cw) {
 static void cp_sr_pack_item(const cp_run *r, cp_item *it, float *panel) {
   const cp_plan *pl = r->pl;
   const size_t k = (size_t)pl->k;
-  cp_pack_panel(r, it->b, (size_t)(it->g0 * pl->pool), (size_t)(it->g * pl->pool) + k - 1,
-                (size_t)it->col0, (size_t)it->cw + k - 1, panel);
+  cp_pack_panel(r, it->b, it->y0 - pl->pad[CP_TOP], (size_t)it->ny + k - 1,
+                it->x0 - pl->pad[CP_LEFT], (size_t)it->nx + k - 1, panel);
 }
 
 static void cp_sr_compute_block(const cp_run *r, const cp_item *it, const float *panel,
@@ -72,15 +71,15 @@ static void cp_sr_compute_block(const cp_run *r, const cp_item *it, const float 
   const cp_plan *pl = r->pl;
   const float *w = r->packed + (size_t)cb * (pl->weight_block_bytes / sizeof(float));
   const cp_sr_ukernel_fn kernel = cb + 1 == pl->co_blocks ? pl->uk_tail->fn : pl->uk->fn;
-  const size_t nr = (size_t)pl->uk->nr, ld = pl->panel_ld, conv_rows = (size_t)(it->g * pl->pool);
+  const size_t nr = (size_t)pl->uk->nr, ld = pl->panel_ld, conv_rows = (size_t)it->ny;
   const size_t cs = pl->panel_cs, steps = (size_t)pl->c_steps, k = (size_t)pl->k;
   if (pl->flat) {
-    const size_t len = (conv_rows - 1) * ld + (size_t)it->cw;
+    const size_t len = (conv_rows - 1) * ld + (size_t)it->nx;
     for (size_t t = 0; t < len; t += nr)
       kernel(panel + t, cs, ld, steps, k, w, buf + t, pl->buf_cols);
   } else {
     for (size_t y = 0; y < conv_rows; y++)
-      for (size_t t = 0; t < (size_t)it->cw; t += nr)
+      for (size_t t = 0; t < (size_t)it->nx; t += nr)
         kernel(panel + y * ld + t, cs, ld, steps, k, w, buf + y * pl->buf_row_ld + t,
                pl->buf_cols);
   }

@@ -39,6 +39,16 @@ static const char *cp_wino_declines(const cp_layer *layer, const cp_cpu *cpu, ch
              (long long)layer->k);
     return why;
   }
+  for (int side = 0; side < 4; side++)
+    if (layer->pad[side] > 1) {
+      /* A 4x4 tile's error scales with all of its 6x6 input: outputs whose
+         3x3 window is mostly padding would miss the contract's bound. */
+      snprintf(why, capacity,
+               "Winograd F(4x4,3x3) takes conv padding up to 1 (padding %lld leaves outputs "
+               "whose window is mostly zeros, beyond its error bound)",
+               (long long)layer->pad[side]);
+      return why;
+    }
   return NULL;
 }
 
@@ -73,23 +83,38 @@ static void cp_wino_pack_weights_all(const cp_layer *layer, const cp_algo_setup 
                        s->uk_tail->mr, packed + s->packed_weight_bytes / sizeof(float) - uf);
 }
 
-/* The tiles of an item of g pooled rows x cw conv columns. */
+/* The tiles of an item: those of the global grid that cover its conv region
+   (rows [y0, y0 + ny), columns [x0, x0 + nx)). */
 typedef struct cp_wino_tiles {
+  size_t ty0, tx0;       /* first tile row and column on the grid */
+  size_t dy, dx;         /* the region's origin within the first tile */
   size_t th, tw, tw_pad; /* tile rows, tiles per row, tiles per row rounded up to 4 */
   size_t tiles;          /* th * tw_pad: kernel lanes used */
   size_t nblk, t_alloc;  /* blocks of NR lanes, and their lanes */
 } cp_wino_tiles;
 
-static cp_wino_tiles cp_wino_tiles_of(const cp_plan *pl, int64_t g, int64_t cw) {
+static cp_wino_tiles cp_wino_tiles_at(const cp_plan *pl, int64_t y0, int64_t ny, int64_t x0,
+                                      int64_t nx) {
   cp_wino_tiles t;
   const size_t nr = (size_t)pl->uk->nr;
-  t.th = ((size_t)g * (size_t)pl->pool + 3) / 4;
-  t.tw = ((size_t)cw + 3) / 4;
+  t.ty0 = (size_t)y0 / 4, t.tx0 = (size_t)x0 / 4;
+  t.dy = (size_t)y0 % 4, t.dx = (size_t)x0 % 4;
+  t.th = ((size_t)(y0 + ny) + 3) / 4 - t.ty0;
+  t.tw = ((size_t)(x0 + nx) + 3) / 4 - t.tx0;
   t.tw_pad = cp_round_up(t.tw, 4);
   t.tiles = t.th * t.tw_pad;
   t.nblk = (t.tiles + nr - 1) / nr;
   t.t_alloc = t.nblk * nr;
   return t;
+}
+
+static cp_wino_tiles cp_wino_tiles_of_item(const cp_plan *pl, const cp_item *it) {
+  return cp_wino_tiles_at(pl, it->y0, it->ny, it->x0, it->nx);
+}
+
+/* The most tiles of a region of conv_rows x conv_cols, whatever its origin. */
+static cp_wino_tiles cp_wino_tiles_max(const cp_plan *pl) {
+  return cp_wino_tiles_at(pl, 3, pl->conv_rows, 3, pl->conv_cols);
 }
 
 /* Channel blocks multiplied per pass over V: as many as M's budget holds. */
@@ -107,11 +132,13 @@ static int cp_wino_v_floats(const cp_plan *pl, const cp_wino_tiles *t, size_t *n
 }
 
 /*
- * Scratch of an item: panel = [input panel][V][tile flags]; buf = [conv
- * tiles of MR channels][M of one pass][one shift-reduce register tile].
+ * Scratch of an item of at most conv_rows x conv_cols: panel = [input panel
+ * of the tiles][V][tile flags]; buf = [conv output of MR channels][M of one
+ * pass][one shift-reduce register tile].
  */
-static int cp_wino_geometry(cp_plan *pl, int64_t g, int64_t cw) {
-  const cp_wino_tiles t = cp_wino_tiles_of(pl, g, cw);
+static int cp_wino_geometry(cp_plan *pl, int64_t conv_rows, int64_t conv_cols) {
+  pl->conv_rows = conv_rows, pl->conv_cols = conv_cols;
+  const cp_wino_tiles t = cp_wino_tiles_max(pl);
   const size_t nr = (size_t)pl->uk->nr, mr = (size_t)pl->uk->mr, line = CP_CACHE_LINE / 4;
   const size_t ld = 4 * t.tw_pad + 4, rows = 4 * t.th + 2;
   size_t cs, raw, v, flags, n, conv, m;
@@ -125,8 +152,7 @@ static int cp_wino_geometry(cp_plan *pl, int64_t g, int64_t cw) {
   flags = cp_round_up(t.tiles, CP_CACHE_LINE) / sizeof(float);
   if (!cp_add(raw, v, &n) || !cp_add(n, flags, &n) || !cp_mul(n, sizeof(float), &pl->panel_bytes))
     return 0;
-  pl->group = g, pl->col_block = cw;
-  pl->panel_rows = g * pl->pool + 2;
+  pl->panel_rows = (int64_t)rows;
   pl->panel_ld = ld, pl->panel_cs = cs;
   pl->panel_floats = raw; /* what the packer fills (and zeroes) */
   pl->flat = 0;
@@ -141,28 +167,56 @@ static int cp_wino_geometry(cp_plan *pl, int64_t g, int64_t cw) {
   return 1;
 }
 
-/* Modelled cost per used conv output, in kernel lanes: the multiply's lanes
-   (padding lanes included), the weights streamed once per item, the copy. */
+/* Conv span of n pooled outputs from q (as the driver clips it). */
+static void cp_wino_span(int64_t q, int64_t n, int64_t pool, int64_t stride, int64_t pad,
+                         int64_t conv, int64_t *lo, int64_t *count) {
+  int64_t a = q * stride - pad, b = (q + n - 1) * stride - pad + pool;
+  if (a < 0) a = 0;
+  if (b > conv) b = conv;
+  *lo = a, *count = b - a;
+}
+
+/* Item of g pooled rows x n pooled columns: the plan's fields and geometry. */
+static int cp_wino_item_size(cp_plan *pl, int64_t g, int64_t n) {
+  int64_t lo, rows, cols;
+  pl->group = g, pl->col_block = n;
+  cp_wino_span(0, g < pl->ph ? g : pl->ph, pl->pool, pl->stride, 0, pl->oh, &lo, &rows);
+  cp_wino_span(0, n < pl->pw ? n : pl->pw, pl->pool, pl->stride, 0, pl->ow, &lo, &cols);
+  return cp_wino_geometry(pl, rows, cols);
+}
+
+/* Modelled cost per pooled output, in kernel lanes, of a typical item (the
+   second one of a row and of a column): the multiply's lanes (padding lanes
+   included), the weights streamed once per item, the panel copy. */
 static double cp_wino_cost(const cp_plan *pl) {
-  const cp_wino_tiles t = cp_wino_tiles_of(pl, pl->group, pl->col_block);
+  const int64_t g = pl->group, n = pl->col_block;
+  int64_t y0, ny, x0, nx;
+  cp_wino_span(g < pl->ph ? g : 0, g < pl->ph ? (pl->ph - g < g ? pl->ph - g : g) : g, pl->pool,
+               pl->stride, pl->pool_pad[CP_TOP], pl->oh, &y0, &ny);
+  cp_wino_span(n < pl->pw ? n : 0, n < pl->pw ? (pl->pw - n < n ? pl->pw - n : n) : n, pl->pool,
+               pl->stride, pl->pool_pad[CP_LEFT], pl->ow, &x0, &nx);
+  const cp_wino_tiles t = cp_wino_tiles_at(pl, y0, ny, x0, nx);
   const double co = (double)((pl->co_blocks - 1) * pl->uk->mr + pl->uk_tail->mr);
   const double per_point = CP_WINO_POINTS * (double)pl->c_in * co;
   const double lanes = (double)t.t_alloc * per_point;
   const double weights = pl->cfg->wino_u_cost * per_point;
-  const double copy = pl->cfg->copy_cost * (double)pl->c_in * (double)pl->panel_rows *
-                      (double)(pl->col_block + 2);
-  return (lanes + weights + copy) / ((double)pl->group * (double)pl->pool * (double)pl->col_block);
+  const double copy = pl->cfg->copy_cost * (double)pl->c_in * (double)(4 * t.th + 2) *
+                      (double)(4 * t.tw + 2);
+  const double q = (double)(g < pl->ph ? g : pl->ph) * (double)(n < pl->pw ? n : pl->pw);
+  return (lanes + weights + copy) / q;
 }
 
 /*
- * Items: pooled rows in multiples of lcm(4, pool) / pool and column blocks
- * in multiples of lcm(16, pool) (whole tiles and whole loads of four tiles
- * on the global grid), the cheapest by the cost model with V within its
- * budget; fewer rows per item while the threads lack items and the items
- * keep four blocks of NR lanes (then the plan makes channel groups).
+ * Items: pooled rows in multiples of lcm(4, stride) / stride and pooled
+ * columns in multiples of lcm(16, stride) / stride (items advance by whole
+ * tiles, and whole loads of four tiles, of the global grid), the cheapest by
+ * the cost model with V within its budget; fewer rows per item while the
+ * threads lack items and the items keep four blocks of NR lanes (then the
+ * plan makes channel groups).
  */
 static convpool_status cp_wino_choose_items(cp_plan *pl, int64_t forced) {
-  const int64_t unit = cp_lcm(4, pl->pool) / pl->pool, col_step = cp_lcm(16, pl->pool);
+  const int64_t unit = cp_lcm(4, pl->stride) / pl->stride;
+  const int64_t col_step = cp_lcm(16, pl->stride) / pl->stride;
   const size_t v_budget = (size_t)pl->cfg->wino_v_kib << 10, nr = (size_t)pl->uk->nr;
   if (forced > pl->ph)
     return cp_fail(CONVPOOL_INVALID_ARGUMENT, "rows_per_item = %lld exceeds the %lld pooled rows",
@@ -173,36 +227,37 @@ static convpool_status cp_wino_choose_items(cp_plan *pl, int64_t forced) {
     if (fixed > pl->ph) fixed = pl->ph;
   }
   double best_cost = 0;
-  int64_t best_g = 0, best_cw = 0;
+  int64_t best_g = 0, best_n = 0;
   for (int64_t m = 0; m <= pl->cfg->max_col_multiples; m++) {
-    const int64_t cw = m == 0 ? pl->ow_used : m * col_step;
-    if (m > 0 && cw >= pl->ow_used) break;
+    const int64_t n = m == 0 ? pl->pw : m * col_step;
+    if (m > 0 && n >= pl->pw) break;
     for (int64_t g = fixed > 0 ? fixed : (unit < pl->ph ? unit : pl->ph);; g += unit) {
       if (g > pl->ph) g = pl->ph;
-      if (!cp_wino_geometry(pl, g, cw)) break;
-      const cp_wino_tiles t = cp_wino_tiles_of(pl, g, cw);
+      if (!cp_wino_item_size(pl, g, n)) break;
+      const cp_wino_tiles t = cp_wino_tiles_max(pl);
       size_t v;
       if (!cp_wino_v_floats(pl, &t, &v)) break;
       const int first = fixed > 0 || g <= unit;
       if (!first && v * sizeof(float) > v_budget) break;
       const double cost = cp_wino_cost(pl);
-      if (best_g == 0 || cost < best_cost) best_cost = cost, best_g = g, best_cw = cw;
+      if (best_g == 0 || cost < best_cost) best_cost = cost, best_g = g, best_n = n;
       if (fixed > 0 || g >= pl->ph) break;
     }
   }
-  if (best_g == 0 || !cp_wino_geometry(pl, best_g, best_cw))
+  if (best_g == 0 || !cp_wino_item_size(pl, best_g, best_n))
     return cp_fail(CONVPOOL_INVALID_ARGUMENT, "input panel of %lld channels is too large",
                    (long long)pl->c_in);
   const int64_t target = (int64_t)pl->cfg->items_per_thread * (int64_t)pl->threads;
-  pl->col_blocks = (pl->ow_used + pl->col_block - 1) / pl->col_block;
+  pl->col_blocks = (pl->pw + pl->col_block - 1) / pl->col_block;
   for (;;) {
     pl->row_groups = (pl->ph + pl->group - 1) / pl->group;
     if (fixed > 0 || pl->group <= unit || pl->batch * pl->row_groups * pl->col_blocks >= target)
       break;
     const int64_t g = pl->group - unit;
-    if (cp_wino_tiles_of(pl, g, pl->col_block).tiles < 4 * nr) break;
-    if (!cp_wino_geometry(pl, g, pl->col_block))
-      return cp_fail(CONVPOOL_INTERNAL_ERROR, "panel geometry failed for %lld rows", (long long)g);
+    const int64_t n = pl->col_block;
+    cp_plan trial = *pl;
+    if (!cp_wino_item_size(&trial, g, n) || cp_wino_tiles_max(&trial).tiles < 4 * nr) break;
+    *pl = trial;
   }
   return CONVPOOL_SUCCESS;
 }
@@ -213,7 +268,7 @@ static float *cp_wino_v(const cp_plan *pl, const float *panel) {
 }
 
 static unsigned char *cp_wino_flags(const cp_plan *pl, const float *panel) {
-  const cp_wino_tiles t = cp_wino_tiles_of(pl, pl->group, pl->col_block);
+  const cp_wino_tiles t = cp_wino_tiles_max(pl);
   size_t v = 0;
   cp_wino_v_floats(pl, &t, &v);
   return (unsigned char *)(cp_wino_v(pl, panel) + v);
@@ -221,9 +276,10 @@ static unsigned char *cp_wino_flags(const cp_plan *pl, const float *panel) {
 
 static void cp_wino_pack_item(const cp_run *r, cp_item *it, float *panel) {
   const cp_plan *pl = r->pl;
-  const cp_wino_tiles t = cp_wino_tiles_of(pl, it->g, it->cw);
-  cp_pack_panel(r, it->b, (size_t)(it->g0 * pl->pool), (size_t)(it->g * pl->pool) + 2,
-                (size_t)it->col0, (size_t)it->cw + 2, panel);
+  const cp_wino_tiles t = cp_wino_tiles_of_item(pl, it);
+  /* the input of every tile: inside the input or zero, whatever the item */
+  cp_pack_panel(r, it->b, (int64_t)(4 * t.ty0) - pl->pad[CP_TOP], 4 * t.th + 2,
+                (int64_t)(4 * t.tx0) - pl->pad[CP_LEFT], 4 * t.tw + 2, panel);
   const cp_wino_transforms *tf = cp_wino_transforms_select(pl->uk->isa);
   const size_t nr = (size_t)pl->uk->nr;
   const size_t bad = tf->input(panel, pl->panel_cs, pl->panel_ld, (size_t)pl->c_in, t.tiles,
@@ -246,22 +302,24 @@ static void cp_wino_direct_tiles(const cp_run *r, const cp_wino_tiles *t, const 
       const size_t x_begin = 4 * tc;
       while (tc < t->tw_pad && flags[tr * t->tw_pad + tc]) tc++;
       const size_t x_end = 4 * tc; /* a run of flagged tiles */
-      for (size_t y = 4 * tr; y < 4 * tr + 4; y++)
+      for (size_t y = 4 * tr; y < 4 * tr + 4; y++) {
+        if (y < t->dy) continue;
         for (size_t x = x_begin; x < x_end; x += nr) {
           kernel(panel + y * ld + x, pl->panel_cs, ld, (size_t)pl->c_in, 3, w, tile, nr);
-          const size_t n = x_end - x < nr ? x_end - x : nr;
+          const size_t n = x_end - x < nr ? x_end - x : nr, skip = x < t->dx ? t->dx - x : 0;
           for (size_t m = 0; m < channels; m++)
-            memcpy(buf + m * pl->buf_cols + y * pl->buf_row_ld + x, tile + m * nr,
-                   n * sizeof(float));
+            for (size_t i = skip; i < n; i++)
+              buf[m * pl->buf_cols + (y - t->dy) * pl->buf_row_ld + x + i - t->dx] = tile[m * nr + i];
         }
+      }
     }
 }
 
 static void cp_wino_compute_block(const cp_run *r, const cp_item *it, const float *panel,
                                   int64_t cb, float *buf) {
   const cp_plan *pl = r->pl;
-  const cp_wino_tiles t = cp_wino_tiles_of(pl, it->g, it->cw);
-  const cp_wino_tiles full = cp_wino_tiles_of(pl, pl->group, pl->col_block);
+  const cp_wino_tiles t = cp_wino_tiles_of_item(pl, it);
+  const cp_wino_tiles full = cp_wino_tiles_max(pl);
   const size_t mr = (size_t)pl->uk->mr, nr = (size_t)pl->uk->nr;
   const size_t pass = cp_wino_pass(pl, full.t_alloc);
   const size_t per_block = CP_WINO_POINTS * mr * t.t_alloc;
@@ -275,20 +333,21 @@ static void cp_wino_compute_block(const cp_run *r, const cp_item *it, const floa
                      cp_wino_v(pl, panel), cp_wino_v_stride((size_t)pl->c_in, nr),
                      (size_t)pl->c_in, t.nblk, cb, cb1, m);
   }
-  const size_t channels = (size_t)pl->c_out - (size_t)cb * mr < mr ? (size_t)pl->c_out - (size_t)cb * mr : mr;
+  const size_t left = (size_t)pl->c_out - (size_t)cb * mr, channels = left < mr ? left : mr;
   const cp_wino_transforms *tf = cp_wino_transforms_select(pl->uk->isa);
-  tf->output(m + j * per_block, t.t_alloc, mr, channels, t.tiles, t.tw_pad, buf, pl->buf_cols,
-             pl->buf_row_ld);
+  tf->output(m + j * per_block, t.t_alloc, mr, channels, t.tiles, t.tw_pad, t.dy, t.dx, buf,
+             pl->buf_cols, pl->buf_row_ld);
   if (it->flags)
-    cp_wino_direct_tiles(r, &t, panel, cb, channels, buf, m + pass * CP_WINO_POINTS * mr * full.t_alloc);
+    cp_wino_direct_tiles(r, &t, panel, cb, channels, buf,
+                         m + pass * CP_WINO_POINTS * mr * full.t_alloc);
 }
 
 static void cp_wino_describe(const cp_plan *pl, char *text, size_t capacity) {
-  const cp_wino_tiles t = cp_wino_tiles_of(pl, pl->group, pl->col_block);
+  const cp_wino_tiles t = cp_wino_tiles_max(pl);
   size_t v = 0;
   cp_wino_v_floats(pl, &t, &v);
   snprintf(text, capacity,
-           "fp32; F(4x4,3x3), points 0, +-5/8, +-3/2; %zu x %zu tiles per item (%zu lanes in "
+           "fp32; F(4x4,3x3), points 0, +-5/8, +-3/2; up to %zu x %zu tiles per item (%zu lanes in "
            "%zu blocks of %d), V %zu KiB; products of %zu channel blocks per pass; transforms %s; "
            "tiles with a NaN or Inf input: shift-reduce",
            t.th, t.tw, t.tiles, t.nblk, pl->uk->nr, v * sizeof(float) >> 10,

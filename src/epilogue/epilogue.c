@@ -1,36 +1,48 @@
-/* The portable epilogue row, the choice of row function, and the block loop. */
+/* The portable epilogue row, the choice of row function, and the item loop. */
 #include "epilogue.h"
 
 #include <math.h>
 #include <string.h>
 
+#include "../driver.h"
+#include "../plan.h"
+
 static inline float cp_maxf(float a, float b) { return (a > b || a != a) ? a : b; }
 
-/* Rows of the window first (into src's first row), then columns, so each
-   element is read once; then bias, clamp and the store. */
-void cp_epilogue_row_portable(const cp_epilogue_params *p, float *src, size_t ld, size_t n,
+/* Rows of the window first (column maxima), then the columns of each window,
+   so each conv output is read once; then bias, clamp and the store. */
+void cp_epilogue_row_portable(const cp_epilogue_params *p, const cp_pool_row *row,
                               const float *bias, void *dst) {
-  const size_t P = p->pool, S = p->stride, ncols = n == 0 ? 0 : (n - 1) * S + P;
+  const size_t P = p->pool, S = p->stride, cols = row->cols, n = row->n, ld = row->ld;
+  float *src = row->src, *colmax = row->tmp, *out = row->tmp + cols;
   if (bias != NULL && p->bias_first) /* exact for a non-finite bias: max(v + b) */
-    for (size_t a = 0; a < P; a++)
-      for (size_t x = 0; x < ncols; x++) src[a * ld + x] += *bias;
-  for (size_t a = 1; a < P; a++)
-    for (size_t x = 0; x < ncols; x++) src[x] = cp_maxf(src[x], src[a * ld + x]);
-  if (P > 1)
-    for (size_t t = 0; t < n; t++) { /* in place: reads at t*S >= t */
-      float v = src[t * S];
-      for (size_t c = 1; c < P; c++) v = cp_maxf(v, src[t * S + c]);
-      src[t] = v;
-    }
+    for (size_t a = 0; a < row->rows; a++)
+      for (size_t x = 0; x < cols; x++) src[a * ld + x] += *bias;
+  if (row->rows == 1) {
+    colmax = src;
+  } else {
+    for (size_t x = 0; x < cols; x++) colmax[x] = src[x];
+    for (size_t a = 1; a < row->rows; a++)
+      for (size_t x = 0; x < cols; x++) colmax[x] = cp_maxf(colmax[x], src[a * ld + x]);
+  }
+  for (size_t t = 0; t < n; t++) {
+    /* window [t*S - off, t*S - off + P) clipped to [0, cols); never empty */
+    const size_t start = t * S, lo = start > row->off ? start - row->off : 0;
+    size_t hi = start + P - row->off;
+    if (hi > cols) hi = cols;
+    float v = colmax[lo];
+    for (size_t x = lo + 1; x < hi; x++) v = cp_maxf(v, colmax[x]);
+    out[t] = v;
+  }
   if (bias != NULL && !p->bias_first)
-    for (size_t t = 0; t < n; t++) src[t] += *bias;
+    for (size_t t = 0; t < n; t++) out[t] += *bias;
   if (p->min > -INFINITY || p->max < INFINITY)
     for (size_t t = 0; t < n; t++) {
-      if (src[t] < p->min) src[t] = p->min;
-      if (src[t] > p->max) src[t] = p->max;
+      if (out[t] < p->min) out[t] = p->min;
+      if (out[t] > p->max) out[t] = p->max;
     }
-  if (p->narrow != NULL) p->narrow(src, (uint16_t *)dst, n);
-  else memcpy(dst, src, n * sizeof(float));
+  if (p->narrow != NULL) p->narrow(out, (uint16_t *)dst, n);
+  else memcpy(dst, out, n * sizeof(float));
 }
 
 void cp_epilogue_select(cp_epilogue *e, cp_isa isa) {
@@ -48,17 +60,28 @@ void cp_epilogue_select(cp_epilogue *e, cp_isa isa) {
   }
 }
 
-void cp_epilogue_block(const cp_epilogue *e, float *buf, size_t buf_cols, size_t ld,
-                       size_t channels, size_t co0, size_t prows, size_t pcols, void *dst,
-                       size_t dst_index, size_t pw, size_t plane, size_t elem_size) {
+void cp_epilogue_item(const cp_epilogue *e, const cp_plan *pl, const cp_item *it, float *buf,
+                      float *row, size_t co0, size_t channels, void *dst) {
   const cp_epilogue_params *p = &e->params;
-  const size_t row_step = p->stride * ld;
-  for (size_t m = 0; m < channels; m++) {
-    const float *bias = p->bias != NULL ? &p->bias[co0 + m] : NULL;
-    for (size_t q = 0; q < prows; q++) {
-      const size_t out = dst_index + m * plane + q * pw;
-      e->row(p, buf + m * buf_cols + q * row_step, ld, pcols, bias,
-             (unsigned char *)dst + out * elem_size);
+  const int64_t P = pl->pool, S = pl->stride;
+  const size_t pw = (size_t)pl->pw, plane = (size_t)pl->ph * pw, es = pl->elem_size;
+  /* columns: the same windows for every row of the item */
+  const size_t off = (size_t)(it->x0 - (it->c0 * S - pl->pool_pad[CP_LEFT]));
+  const int full_cols = off == 0 && (it->nc - 1) * S + P <= it->nx;
+  unsigned char *out0 = (unsigned char *)dst +
+                        (((size_t)it->b * (size_t)pl->c_out + co0) * plane +
+                         (size_t)it->q0 * pw + (size_t)it->c0) * es;
+  for (int64_t q = 0; q < it->nq; q++) {
+    int64_t top = (it->q0 + q) * S - pl->pool_pad[CP_TOP], bottom = top + P;
+    if (top < 0) top = 0;
+    if (bottom > pl->oh) bottom = pl->oh;
+    const cp_epilogue_row_fn fn = full_cols && bottom - top == P ? e->row : cp_epilogue_row_portable;
+    cp_pool_row r = {NULL, pl->buf_row_ld, (size_t)(bottom - top), (size_t)it->nx, off,
+                     (size_t)it->nc, row};
+    for (size_t m = 0; m < channels; m++) {
+      r.src = buf + m * pl->buf_cols + (size_t)(top - it->y0) * pl->buf_row_ld;
+      fn(p, &r, p->bias != NULL ? &p->bias[co0 + m] : NULL,
+         out0 + (m * plane + (size_t)q * pw) * es);
     }
   }
 }

@@ -24,6 +24,7 @@
 #include <stddef.h>
 
 #include "../convert.h"
+#include "../internal.h"
 
 typedef enum cp_store_kind { CP_STORE_F32 = 0, CP_STORE_F16 = 1, CP_STORE_BF16 = 2 } cp_store_kind;
 
@@ -37,9 +38,22 @@ typedef struct cp_epilogue_params {
   cp_narrow_fn narrow; /* fp32 -> 16-bit rows for the portable store; NULL for fp32 */
 } cp_epilogue_params;
 
-/* One pooled row: src is the window's first conv row (rows ld apart; it is
-   scratch and may be modified), bias the channel's bias or NULL. */
-typedef void (*cp_epilogue_row_fn)(const cp_epilogue_params *p, float *src, size_t ld, size_t n,
+/* One pooled row's windows in the tile buffer: the window rows inside the
+   conv output, and the columns of the buffer row. Pooled output t covers
+   buffer columns [t*S - off, t*S - off + P) clipped to [0, cols). */
+typedef struct cp_pool_row {
+  float *src;  /* the first window row (rows ld apart); scratch, may be modified */
+  size_t ld;
+  size_t rows; /* window rows inside the conv output (<= P) */
+  size_t cols; /* conv columns of the buffer row */
+  size_t off;  /* padding columns before buffer column 0 in the first window */
+  size_t n;    /* pooled outputs */
+  float *tmp;  /* scratch of cols + n floats */
+} cp_pool_row;
+
+/* One pooled row; bias is the channel's bias or NULL. A vector row function
+   may assume a full row: rows = P, off = 0, n*S + P - S <= cols. */
+typedef void (*cp_epilogue_row_fn)(const cp_epilogue_params *p, const cp_pool_row *row,
                                    const float *bias, void *dst);
 
 typedef struct cp_epilogue {
@@ -48,24 +62,27 @@ typedef struct cp_epilogue {
   const char *name; /* of the row function, for the plan's description */
 } cp_epilogue;
 
-void cp_epilogue_row_portable(const cp_epilogue_params *p, float *src, size_t ld, size_t n,
+void cp_epilogue_row_portable(const cp_epilogue_params *p, const cp_pool_row *row,
                               const float *bias, void *dst);
-void cp_epilogue_row_pool1_avx512f(const cp_epilogue_params *p, float *src, size_t ld, size_t n,
+void cp_epilogue_row_pool1_avx512f(const cp_epilogue_params *p, const cp_pool_row *row,
                                    const float *bias, void *dst);
-void cp_epilogue_row_pool2_avx512f(const cp_epilogue_params *p, float *src, size_t ld, size_t n,
+void cp_epilogue_row_pool2_avx512f(const cp_epilogue_params *p, const cp_pool_row *row,
                                    const float *bias, void *dst);
 
 /* Fill e->row and e->name: the fastest row function for e->params on isa. */
 void cp_epilogue_select(cp_epilogue *e, cp_isa isa);
 
+struct cp_plan;
+struct cp_item;
+
 /*
- * The epilogue of one channel block: `channels` output channels starting at
- * co0, each with conv rows in buf (channel m at buf + m*buf_cols, rows ld
- * apart), `prows` x `pcols` pooled outputs stored at element dst_index of dst
- * (rows pw apart, channels plane apart, elem_size bytes each).
+ * The epilogue of one channel block of an item: `channels` output channels
+ * from co0, whose conv region (the item's) is in buf (channel m at
+ * buf + m * buf_cols, rows buf_row_ld apart); `row` is per-thread scratch of
+ * the plan's row_bytes. Full windows go to e->row, clipped ones (pool padding,
+ * ceil sizing) to the portable row.
  */
-void cp_epilogue_block(const cp_epilogue *e, float *buf, size_t buf_cols, size_t ld,
-                       size_t channels, size_t co0, size_t prows, size_t pcols, void *dst,
-                       size_t dst_index, size_t pw, size_t plane, size_t elem_size);
+void cp_epilogue_item(const cp_epilogue *e, const struct cp_plan *pl, const struct cp_item *it,
+                      float *buf, float *row, size_t co0, size_t channels, void *dst);
 
 #endif

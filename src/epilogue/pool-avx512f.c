@@ -31,10 +31,11 @@ static inline void cp_store16(void *dst, size_t t, __m512 v, __mmask16 mask, cp_
     _mm512_mask_storeu_ps((float *)dst + t, mask, v);
 }
 
-void cp_epilogue_row_pool1_avx512f(const cp_epilogue_params *p, float *src, size_t ld, size_t n,
+void cp_epilogue_row_pool1_avx512f(const cp_epilogue_params *p, const cp_pool_row *row,
                                    const float *bias, void *dst) {
   const cp_store_kind store = p->store;
-  (void)ld;
+  const float *src = row->src;
+  const size_t n = row->n;
   const __m512 b = _mm512_set1_ps(bias != NULL ? *bias : 0.0f);
   for (size_t t = 0; t < n; t += 16) {
     const __mmask16 mask = n - t >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - t)) - 1u);
@@ -44,9 +45,11 @@ void cp_epilogue_row_pool1_avx512f(const cp_epilogue_params *p, float *src, size
   }
 }
 
-void cp_epilogue_row_pool2_avx512f(const cp_epilogue_params *p, float *src, size_t ld, size_t n,
+void cp_epilogue_row_pool2_avx512f(const cp_epilogue_params *p, const cp_pool_row *row,
                                    const float *bias, void *dst) {
   const cp_store_kind store = p->store;
+  const float *src = row->src;
+  const size_t n = row->n, ld = row->ld;
   const __m512 b = _mm512_set1_ps(bias != NULL ? *bias : 0.0f);
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);

@@ -47,8 +47,8 @@ size_t cp_wino_input_scalar(const float *panel, size_t cs, size_t ld, size_t c_i
 }
 
 void cp_wino_output_scalar(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
-                           size_t tiles, size_t tw_pad, float *buf, size_t buf_cols,
-                           size_t buf_ld) {
+                           size_t tiles, size_t tw_pad, size_t dy, size_t dx, float *buf,
+                           size_t buf_cols, size_t buf_ld) {
   const size_t xi_stride = mr_stride * t_alloc;
   for (size_t ch = 0; ch < mr; ch++)
     for (size_t n = 0; n < tiles; n++) {
@@ -62,9 +62,11 @@ void cp_wino_output_scalar(const float *m, size_t t_alloc, size_t mr_stride, siz
       for (int q = 0; q < 4; q++)
         CP_W_OUTPUT_1D(t[0][q], t[1][q], t[2][q], t[3][q], t[4][q], t[5][q], y[0][q], y[1][q],
                        y[2][q], y[3][q]);
-      float *out = buf + ch * buf_cols + (n / tw_pad) * 4 * buf_ld + (n % tw_pad) * 4;
-      for (int r = 0; r < 4; r++)
-        for (int q = 0; q < 4; q++) out[(size_t)r * buf_ld + (size_t)q] = y[r][q];
+      const size_t y0 = (n / tw_pad) * 4, x0 = (n % tw_pad) * 4;
+      for (size_t r = 0; r < 4; r++)
+        for (size_t q = 0; q < 4; q++)
+          if (y0 + r >= dy && x0 + q >= dx)
+            buf[ch * buf_cols + (y0 + r - dy) * buf_ld + x0 + q - dx] = y[r][q];
     }
 }
 

@@ -94,7 +94,8 @@ size_t CP_W_INPUT_FN(const float *panel, size_t cs, size_t ld, size_t c_in, size
 }
 
 void CP_W_OUTPUT_FN(const float *m, size_t t_alloc, size_t mr_stride, size_t mr, size_t tiles,
-                    size_t tw_pad, float *buf, size_t buf_cols, size_t buf_ld) {
+                    size_t tw_pad, size_t dy, size_t dx, float *buf, size_t buf_cols,
+                    size_t buf_ld) {
   const size_t xs = mr_stride * t_alloc;
   for (size_t ch = 0; ch < mr; ch++)
     for (size_t g0 = 0; g0 < tiles; g0 += CP_VW) {
@@ -106,14 +107,14 @@ void CP_W_OUTPUT_FN(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
                        CP_W_LOADU(x + 3 * xs), CP_W_LOADU(x + 4 * xs), CP_W_LOADU(x + 5 * xs),
                        t[r][0], t[r][1], t[r][2], t[r][3]);
       }
-      float *dst[4];
-      size_t units = 0;
+      size_t row0[4], col0[4], units = 0; /* of each load's first tile, in the tiles */
       for (size_t u = 0; u < 4; u++) {
         const size_t n = g0 + u * CP_W_U;
         if (n >= tiles) break;
-        dst[u] = buf + ch * buf_cols + (n / tw_pad) * 4 * buf_ld + (n % tw_pad) * 4;
+        row0[u] = (n / tw_pad) * 4, col0[u] = (n % tw_pad) * 4;
         units++;
       }
+      float *const out = buf + ch * buf_cols;
       CP_V y[4][4];
       for (size_t q = 0; q < 4; q++) /* A^T along each column */
         CP_W_OUTPUT_1D(t[0][q], t[1][q], t[2][q], t[3][q], t[4][q], t[5][q], y[0][q], y[1][q],
@@ -121,7 +122,17 @@ void CP_W_OUTPUT_FN(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
       for (size_t r = 0; r < 4; r++) {
         CP_V o[4];
         CP_W_TRANSPOSE4(y[r][0], y[r][1], y[r][2], y[r][3], o[0], o[1], o[2], o[3]);
-        for (size_t u = 0; u < units; u++) CP_W_STOREU(dst[u] + r * buf_ld, o[u]);
+        for (size_t u = 0; u < units; u++) {
+          if (row0[u] + r < dy) continue; /* above the buffer's origin */
+          float *to = out + (row0[u] + r - dy) * buf_ld;
+          if (col0[u] >= dx) {
+            CP_W_STOREU(to + col0[u] - dx, o[u]);
+          } else { /* the first tile starts left of the origin */
+            float lane[CP_VW];
+            CP_W_STOREU(lane, o[u]);
+            for (size_t l = dx - col0[u]; l < CP_VW; l++) to[col0[u] + l - dx] = lane[l];
+          }
+        }
       }
     }
 }

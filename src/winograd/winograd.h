@@ -84,11 +84,15 @@ typedef size_t (*cp_wino_input_fn)(const float *panel, size_t cs, size_t ld, siz
 /*
  * Output transform of channels [0, mr) of M for tiles [0, tiles): Y = A^T M A
  * into the tile buffer, channel m at buf + m * buf_cols, conv rows buf_ld
- * floats apart. Writes whole tiles (4 x 4, also past the item's edge).
+ * floats apart, whose origin is row dy, column dx (< 4) of the first tile:
+ * output (y, x) of the tiles goes to buffer row y - dy, column x - dx, and
+ * those of a negative row or column are dropped. Writes whole tiles
+ * otherwise (also past the item's edge: the buffer holds 4 * th - dy rows of
+ * 4 * tw_pad - dx columns).
  */
 typedef void (*cp_wino_output_fn)(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
-                                  size_t tiles, size_t tw_pad, float *buf, size_t buf_cols,
-                                  size_t buf_ld);
+                                  size_t tiles, size_t tw_pad, size_t dy, size_t dx, float *buf,
+                                  size_t buf_cols, size_t buf_ld);
 
 typedef struct cp_wino_transforms {
   const char *name;
@@ -125,18 +129,21 @@ size_t cp_wino_input_scalar(const float *panel, size_t cs, size_t ld, size_t c_i
                          size_t tw_pad, size_t nr, float *v, size_t vs,
                             unsigned char *flags);
 void cp_wino_output_scalar(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
-                           size_t tiles, size_t tw_pad, float *buf, size_t buf_cols,
+                           size_t tiles, size_t tw_pad, size_t dy, size_t dx,
+                          float *buf, size_t buf_cols,
                            size_t buf_ld);
 size_t cp_wino_input_avx2(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles,
                        size_t tw_pad, size_t nr, float *v, size_t vs,
                             unsigned char *flags);
 void cp_wino_output_avx2(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
-                         size_t tiles, size_t tw_pad, float *buf, size_t buf_cols, size_t buf_ld);
+                         size_t tiles, size_t tw_pad, size_t dy, size_t dx,
+                          float *buf, size_t buf_cols, size_t buf_ld);
 size_t cp_wino_input_avx512(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles,
                          size_t tw_pad, size_t nr, float *v, size_t vs,
                             unsigned char *flags);
 void cp_wino_output_avx512(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
-                           size_t tiles, size_t tw_pad, float *buf, size_t buf_cols,
+                           size_t tiles, size_t tw_pad, size_t dy, size_t dx,
+                          float *buf, size_t buf_cols,
                            size_t buf_ld);
 
 #endif

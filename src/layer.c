@@ -1,0 +1,104 @@
+/*
+ * The layer descriptor: its defaults, and its validation into the internal
+ * cp_layer (plan.h). Every refusal names the offending field and value.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "plan.h"
+
+/* Pads beyond this are refused: no real layer has them, and it keeps every
+   padded size far from overflow. */
+#define CP_MAX_PAD ((int64_t)1 << 24)
+
+void convpool_layer_init(convpool_layer *layer, convpool_dtype dtype, int64_t c_out, int64_t c_in,
+                         int64_t k, int64_t pool) {
+  if (layer == NULL) return;
+  memset(layer, 0, sizeof *layer);
+  layer->size = sizeof *layer;
+  layer->dtype = dtype;
+  layer->c_out = c_out, layer->c_in = c_in, layer->k = k;
+  layer->stride = layer->dilation = layer->groups = 1;
+  layer->activation = CONVPOOL_ACTIVATION_NONE;
+  layer->clamp_min = -INFINITY;
+  layer->clamp_max = INFINITY;
+  layer->pool = pool;
+  layer->pool_stride = 0;
+}
+
+static const char *const cp_sides[4] = {"top", "left", "bottom", "right"};
+
+static convpool_status cp_check_positive(const char *name, int64_t value) {
+  if (value < 1)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "%s = %lld must be >= 1", name, (long long)value);
+  return CONVPOOL_SUCCESS;
+}
+
+convpool_status cp_layer_from_public(const convpool_layer *in, int has_bias, cp_layer *out) {
+  if (in == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "layer is NULL");
+  if (in->size != sizeof *in)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
+                   "layer->size = %zu is not a convpool_layer size (%zu): initialise it with "
+                   "convpool_layer_init",
+                   in->size, sizeof *in);
+  if (in->dtype != CONVPOOL_FLOAT32 && in->dtype != CONVPOOL_FLOAT16 &&
+      in->dtype != CONVPOOL_BFLOAT16)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "dtype = %d is not a convpool_dtype",
+                   (int)in->dtype);
+  convpool_status st;
+  if ((st = cp_check_positive("c_out", in->c_out)) != CONVPOOL_SUCCESS) return st;
+  if ((st = cp_check_positive("c_in", in->c_in)) != CONVPOOL_SUCCESS) return st;
+  if ((st = cp_check_positive("k", in->k)) != CONVPOOL_SUCCESS) return st;
+  if ((st = cp_check_positive("pool", in->pool)) != CONVPOOL_SUCCESS) return st;
+  if (in->stride != 1)
+    return cp_fail(CONVPOOL_UNSUPPORTED, "conv stride = %lld is not supported (only 1)",
+                   (long long)in->stride);
+  if (in->dilation != 1)
+    return cp_fail(CONVPOOL_UNSUPPORTED, "conv dilation = %lld is not supported (only 1)",
+                   (long long)in->dilation);
+  if (in->groups != 1)
+    return cp_fail(CONVPOOL_UNSUPPORTED, "conv groups = %lld is not supported (only 1)",
+                   (long long)in->groups);
+  if (in->pool_stride < 0)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "pool_stride = %lld must be >= 1 (0: the pool)",
+                   (long long)in->pool_stride);
+  memset(out, 0, sizeof *out);
+  out->dtype = in->dtype;
+  out->c_out = in->c_out, out->c_in = in->c_in, out->k = in->k;
+  out->pool = in->pool;
+  out->stride = in->pool_stride == 0 ? in->pool : in->pool_stride;
+  for (int s = 0; s < 4; s++) {
+    if (in->padding[s] < 0 || in->padding[s] > CP_MAX_PAD)
+      return cp_fail(CONVPOOL_INVALID_ARGUMENT, "padding %s = %lld must be in 0..%lld",
+                     cp_sides[s], (long long)in->padding[s], (long long)CP_MAX_PAD);
+    if (in->pool_padding[s] < 0 || in->pool_padding[s] > in->pool / 2)
+      return cp_fail(CONVPOOL_INVALID_ARGUMENT,
+                     "pool_padding %s = %lld must be in 0..%lld (at most half the pool window)",
+                     cp_sides[s], (long long)in->pool_padding[s], (long long)(in->pool / 2));
+    out->pad[s] = in->padding[s];
+    out->pool_pad[s] = in->pool_padding[s];
+  }
+  if (in->ceil_mode != 0 && in->ceil_mode != 1)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "ceil_mode = %d must be 0 or 1", in->ceil_mode);
+  out->ceil_mode = in->ceil_mode;
+  switch (in->activation) {
+    case CONVPOOL_ACTIVATION_NONE:
+      out->act_min = -INFINITY, out->act_max = INFINITY;
+      break;
+    case CONVPOOL_ACTIVATION_RELU:
+      out->act_min = 0.0f, out->act_max = INFINITY;
+      break;
+    case CONVPOOL_ACTIVATION_CLAMP:
+      if (isnan(in->clamp_min) || isnan(in->clamp_max) || in->clamp_min > in->clamp_max)
+        return cp_fail(CONVPOOL_INVALID_ARGUMENT,
+                       "clamp [%g, %g] must have min <= max and no NaN bound",
+                       (double)in->clamp_min, (double)in->clamp_max);
+      out->act_min = in->clamp_min, out->act_max = in->clamp_max;
+      break;
+    default:
+      return cp_fail(CONVPOOL_INVALID_ARGUMENT, "activation = %d is not a convpool_activation",
+                     (int)in->activation);
+  }
+  out->has_bias = has_bias;
+  return CONVPOOL_SUCCESS;
+}
