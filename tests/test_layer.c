@@ -371,6 +371,51 @@ static int check_infinite_bias(void) {
   return 1;
 }
 
+/* Winograd and shift-reduce agree on which outputs are NaN or +-Inf, and on
+   their values, for scattered non-finite inputs (tiles holding one are
+   computed by shift-reduce); the finite outputs agree within the bound. */
+static int check_nonfinite_vs_sr(convpool_dtype dtype) {
+  layer_case c = {dtype, 2, 8, 13, 37, 41, 3, 2, 1, 1};
+  tensors t;
+  make_tensors(&c, 123, &t);
+  const float specials[] = {NAN, INFINITY, -INFINITY};
+  for (int i = 0; i < 12; i++) {
+    const size_t at = (size_t)(i * 7919) % t.x_n;
+    const float v = specials[i % 3];
+    if (dtype == CONVPOOL_FLOAT16) ((uint16_t *)t.x)[at] = cp_float_to_half(v);
+    else if (dtype == CONVPOOL_BFLOAT16) ((uint16_t *)t.x)[at] = cp_float_to_bf16(v);
+    else ((float *)t.x)[at] = v;
+  }
+  void *ys = tu_xmalloc(t.y_bytes), *yw = tu_xmalloc(t.y_bytes);
+  const convpool_algo keep = g_algo;
+  g_algo = CONVPOOL_ALGO_SHIFT_REDUCE;
+  int ok = run(&c, &t, 2, ys);
+  g_algo = keep;
+  ok = ok && run(&c, &t, 3, yw);
+  double *ref = tu_xmalloc(t.y_n * sizeof(double)), *bound = tu_xmalloc(t.y_n * sizeof(double));
+  cp_reference(dtype, t.x, c.batch, c.c_in, c.height, c.width, t.w, c.c_out, c.k, t.bias, c.pool,
+               ref, bound);
+  int specials_seen = 0;
+  for (size_t i = 0; ok && i < t.y_n; i++) {
+    const double s = get(dtype, ys, i), w = get(dtype, yw, i);
+    if (isfinite(s) && isfinite(w)) {
+      ok = close_enough(dtype, w, ref[i], bound[i]);
+    } else {
+      specials_seen++;
+      ok = (isnan(s) && isnan(w)) || s == w;
+    }
+    if (!ok) printf("non-finite vs sr %s at %zu: winograd %g, shift-reduce %g\n",
+                    convpool_dtype_name(dtype), i, w, s);
+  }
+  if (ok && specials_seen == 0) {
+    printf("non-finite vs sr: no non-finite output, the test is not testing\n");
+    ok = 0;
+  }
+  free(ref), free(bound), free(ys), free(yw);
+  free_tensors(&t);
+  return ok;
+}
+
 /* The ISA asked for with CONVPOOL_ISA must be the one that runs: exit 77
    (skipped) when this CPU lacks it, rather than test a lower one. */
 static void skip_unless_isa_runs(void) {
@@ -446,6 +491,12 @@ int main(int argc, char **argv) {
   if (!check_nonfinite(CONVPOOL_FLOAT32)) failures++;
   if (!check_nonfinite(CONVPOOL_FLOAT16)) failures++;
   if (!check_nonfinite(CONVPOOL_BFLOAT16)) failures++;
+  if (g_algo == CONVPOOL_ALGO_WINOGRAD) {
+    cases += 3;
+    if (!check_nonfinite_vs_sr(CONVPOOL_FLOAT32)) failures++;
+    if (!check_nonfinite_vs_sr(CONVPOOL_FLOAT16)) failures++;
+    if (!check_nonfinite_vs_sr(CONVPOOL_BFLOAT16)) failures++;
+  }
   convpool_info info;
   convpool_get_info(&info);
   printf("isa %s, algo %s: %d cases, %d failed\n", info.isa, argc > 1 ? argv[1] : "auto", cases,

@@ -112,9 +112,49 @@ static cp_wino_tiles cp_wino_tiles_of_item(const cp_plan *pl, const cp_item *it)
   return cp_wino_tiles_at(pl, it->y0, it->ny, it->x0, it->nx);
 }
 
-/* The most tiles of a region of conv_rows x conv_cols, whatever its origin. */
+/* Conv span of n pooled outputs from q (as the driver clips it). */
+static void cp_wino_span(int64_t q, int64_t n, int64_t pool, int64_t stride, int64_t pad,
+                         int64_t conv, int64_t *lo, int64_t *count) {
+  int64_t a = q * stride - pad, b = (q + n - 1) * stride - pad + pool;
+  if (a < 0) a = 0;
+  if (b > conv) b = conv;
+  *lo = a, *count = b - a;
+}
+
+/* Tile rows of the items starting at pooled row q (and tiles per row, padded
+   to 4, of those starting at pooled column q). */
+static size_t cp_wino_th(const cp_plan *pl, int64_t q) {
+  int64_t y0, ny;
+  const int64_t n = pl->ph - q < pl->group ? pl->ph - q : pl->group;
+  cp_wino_span(q, n, pl->pool, pl->stride, pl->pool_pad[CP_TOP], pl->oh, &y0, &ny);
+  return ((size_t)(y0 + ny) + 3) / 4 - (size_t)y0 / 4;
+}
+
+static size_t cp_wino_tw_pad(const cp_plan *pl, int64_t q) {
+  int64_t x0, nx;
+  const int64_t n = pl->pw - q < pl->col_block ? pl->pw - q : pl->col_block;
+  cp_wino_span(q, n, pl->pool, pl->stride, pl->pool_pad[CP_LEFT], pl->ow, &x0, &nx);
+  return cp_round_up(((size_t)(x0 + nx) + 3) / 4 - (size_t)x0 / 4, 4);
+}
+
+/* The most tile rows and tiles per row of any item of the plan's size. */
 static cp_wino_tiles cp_wino_tiles_max(const cp_plan *pl) {
-  return cp_wino_tiles_at(pl, 3, pl->conv_rows, 3, pl->conv_cols);
+  cp_wino_tiles t;
+  const size_t nr = (size_t)pl->uk->nr;
+  memset(&t, 0, sizeof t);
+  for (int64_t q = 0; q < pl->ph; q += pl->group) {
+    const size_t th = cp_wino_th(pl, q);
+    if (th > t.th) t.th = th;
+  }
+  for (int64_t q = 0; q < pl->pw; q += pl->col_block) {
+    const size_t tw = cp_wino_tw_pad(pl, q);
+    if (tw > t.tw_pad) t.tw_pad = tw;
+  }
+  t.tw = t.tw_pad;
+  t.tiles = t.th * t.tw_pad;
+  t.nblk = (t.tiles + nr - 1) / nr;
+  t.t_alloc = t.nblk * nr;
+  return t;
 }
 
 /* Channel blocks multiplied per pass over V: as many as M's budget holds. */
@@ -167,15 +207,6 @@ static int cp_wino_geometry(cp_plan *pl, int64_t conv_rows, int64_t conv_cols) {
   return 1;
 }
 
-/* Conv span of n pooled outputs from q (as the driver clips it). */
-static void cp_wino_span(int64_t q, int64_t n, int64_t pool, int64_t stride, int64_t pad,
-                         int64_t conv, int64_t *lo, int64_t *count) {
-  int64_t a = q * stride - pad, b = (q + n - 1) * stride - pad + pool;
-  if (a < 0) a = 0;
-  if (b > conv) b = conv;
-  *lo = a, *count = b - a;
-}
-
 /* Item of g pooled rows x n pooled columns: the plan's fields and geometry. */
 static int cp_wino_item_size(cp_plan *pl, int64_t g, int64_t n) {
   int64_t lo, rows, cols;
@@ -185,25 +216,26 @@ static int cp_wino_item_size(cp_plan *pl, int64_t g, int64_t n) {
   return cp_wino_geometry(pl, rows, cols);
 }
 
-/* Modelled cost per pooled output, in kernel lanes, of a typical item (the
-   second one of a row and of a column): the multiply's lanes (padding lanes
-   included), the weights streamed once per item, the panel copy. */
+/* Modelled cost per pooled output, in kernel lanes, over all items of a
+   batch image: the multiply's lanes (padding lanes included), the weights
+   streamed once per item, the panel copy. */
 static double cp_wino_cost(const cp_plan *pl) {
-  const int64_t g = pl->group, n = pl->col_block;
-  int64_t y0, ny, x0, nx;
-  cp_wino_span(g < pl->ph ? g : 0, g < pl->ph ? (pl->ph - g < g ? pl->ph - g : g) : g, pl->pool,
-               pl->stride, pl->pool_pad[CP_TOP], pl->oh, &y0, &ny);
-  cp_wino_span(n < pl->pw ? n : 0, n < pl->pw ? (pl->pw - n < n ? pl->pw - n : n) : n, pl->pool,
-               pl->stride, pl->pool_pad[CP_LEFT], pl->ow, &x0, &nx);
-  const cp_wino_tiles t = cp_wino_tiles_at(pl, y0, ny, x0, nx);
+  const size_t nr = (size_t)pl->uk->nr;
   const double co = (double)((pl->co_blocks - 1) * pl->uk->mr + pl->uk_tail->mr);
   const double per_point = CP_WINO_POINTS * (double)pl->c_in * co;
-  const double lanes = (double)t.t_alloc * per_point;
-  const double weights = pl->cfg->wino_u_cost * per_point;
-  const double copy = pl->cfg->copy_cost * (double)pl->c_in * (double)(4 * t.th + 2) *
-                      (double)(4 * t.tw + 2);
-  const double q = (double)(g < pl->ph ? g : pl->ph) * (double)(n < pl->pw ? n : pl->pw);
-  return (lanes + weights + copy) / q;
+  double lanes = 0, copy = 0, items = 0;
+  for (int64_t qy = 0; qy < pl->ph; qy += pl->group) {
+    const size_t th = cp_wino_th(pl, qy);
+    for (int64_t qx = 0; qx < pl->pw; qx += pl->col_block) {
+      const size_t tw = cp_wino_tw_pad(pl, qx);
+      lanes += (double)((th * tw + nr - 1) / nr * nr);
+      copy += (double)(4 * th + 2) * (double)(4 * tw + 2);
+      items += 1;
+    }
+  }
+  return (lanes * per_point + items * pl->cfg->wino_u_cost * per_point +
+          copy * pl->cfg->copy_cost * (double)pl->c_in) /
+         ((double)pl->ph * (double)pl->pw);
 }
 
 /*
