@@ -59,8 +59,14 @@ typedef enum convpool_status {
 typedef enum convpool_dtype {
   CONVPOOL_FLOAT32 = 0,  /**< IEEE binary32 */
   CONVPOOL_FLOAT16 = 1,  /**< IEEE binary16 storage; fp32 products and accumulation */
-  CONVPOOL_BFLOAT16 = 2  /**< bfloat16 storage; fp32 products and accumulation (the
-                              AVX512_BF16 kernel treats subnormal bf16 inputs as zero) */
+  CONVPOOL_BFLOAT16 = 2  /**< bfloat16 storage; fp32 products and accumulation. On CPUs
+                              with AVX512_BF16 the kernel uses vdpbf16ps, which for each
+                              channel pair adds the odd channel's product and then the even
+                              one's into the fp32 sum, each step rounded to nearest even,
+                              with subnormal bf16 inputs read as zero and every subnormal
+                              step result flushed to zero (DAZ and FTZ whatever MXCSR
+                              says): a sum of tiny products that stays subnormal gives 0
+                              there, where other CPUs give the subnormal value. */
 } convpool_dtype;
 
 /**
@@ -94,7 +100,10 @@ typedef struct convpool_allocator {
  */
 typedef struct convpool_options {
   size_t size;       /**< sizeof(convpool_options) of the caller; set by convpool_options_init */
-  int threads;       /**< worker threads; 0 = usable CPUs (affinity and cgroup quota) */
+  int threads;       /**< threads (the caller's included), started at create; 0 = the usable
+                          CPUs (affinity and cgroup quota, read at create). A count above the
+                          usable CPUs is honoured as asked; a run uses at most one thread per
+                          work item (convpool_run_stats.threads), the rest stay asleep */
   convpool_algo algo;
   int rows_per_item; /**< pooled rows per work item; 0 = the plan decides */
   const convpool_allocator *allocator; /**< NULL = the global allocator */
@@ -281,7 +290,7 @@ typedef struct convpool_run_stats {
   double compute_seconds;  /**< microkernel sweeps */
   double epilogue_seconds; /**< pooling, bias, conversion and store */
   int64_t items;           /**< work items run */
-  int threads;             /**< threads used */
+  int threads;             /**< threads that took part: at most one per work item */
 } convpool_run_stats;
 
 /**

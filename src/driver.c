@@ -76,12 +76,12 @@ static void cp_run_item(void *context, int64_t index, int thread) {
 void cp_driver_run(cp_threadpool *pool, const cp_run *r, convpool_run_stats *stats) {
   const int threads = cp_threadpool_threads(pool);
   memset(r->times, 0, (size_t)threads * sizeof *r->times);
-  cp_threadpool_run(pool, cp_run_item, (void *)r, r->pl->items);
+  const int used = cp_threadpool_run(pool, cp_run_item, (void *)r, r->pl->items);
   for (int t = 0; t < threads; t++) {
     stats->pack_seconds += r->times[t].pack;
     stats->compute_seconds += r->times[t].compute;
     stats->epilogue_seconds += r->times[t].epilogue;
   }
   stats->items = r->pl->items;
-  stats->threads = r->pl->threads;
+  stats->threads = used;
 }

@@ -256,10 +256,10 @@ convpool_status convpool_op_output_shape(const convpool_op *op, int64_t batch, i
   return CONVPOOL_SUCCESS;
 }
 
-convpool_status convpool_op_run(convpool_op *op, const void *src, int64_t batch, int64_t height,
-                                int64_t width, void *dst, size_t dst_bytes) {
-  cp_clear_error();
-  if (!cp_op_valid(op)) return cp_fail(CONVPOOL_INVALID_STATE, "op is NULL or not a live operator");
+/* The run proper, on an operator this call has claimed. */
+static convpool_status cp_op_run_claimed(convpool_op *op, const void *src, int64_t batch,
+                                         int64_t height, int64_t width, void *dst,
+                                         size_t dst_bytes) {
   if (src == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "src is NULL");
   if (dst == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "dst is NULL");
   convpool_status st;
@@ -268,24 +268,22 @@ convpool_status convpool_op_run(convpool_op *op, const void *src, int64_t batch,
   cp_plan pl;
   if ((st = cp_op_plan(op, batch, height, width, &pl)) != CONVPOOL_SUCCESS) return st;
   if (dst_bytes < pl.dst_bytes)
-    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "dst_bytes = %zu is smaller than the output (%zu bytes)",
-                   dst_bytes, pl.dst_bytes);
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
+                   "dst_bytes = %zu is smaller than the output (%zu bytes)", dst_bytes,
+                   pl.dst_bytes);
   if ((st = cp_check_disjoint("dst", dst, pl.dst_bytes, "src", src, pl.src_bytes)) !=
       CONVPOOL_SUCCESS)
     return st;
   size_t scratch_bytes;
   if (!cp_mul(pl.scratch_bytes, (size_t)pl.threads, &scratch_bytes))
     return cp_fail(CONVPOOL_INVALID_ARGUMENT, "scratch size overflows");
-  if ((st = cp_op_claim(op, CP_OP_BUSY, "run it")) != CONVPOOL_SUCCESS) return st;
   if (scratch_bytes > op->scratch_bytes) { /* kept for the next run of the same size */
     cp_free(op->allocator, op->scratch);
     op->scratch_bytes = 0;
     op->scratch = cp_alloc(op->allocator, scratch_bytes);
-    if (op->scratch == NULL) {
-      atomic_store(&op->state, CP_OP_IDLE);
+    if (op->scratch == NULL)
       return cp_fail(CONVPOOL_OUT_OF_MEMORY, "cannot allocate %zu bytes of scratch",
                      scratch_bytes);
-    }
     op->scratch_bytes = scratch_bytes;
   }
   const double start = cp_seconds();
@@ -295,8 +293,19 @@ convpool_status convpool_op_run(convpool_op *op, const void *src, int64_t batch,
   cp_driver_run(op->pool_threads, &r, &stats);
   stats.wall_seconds = cp_seconds() - start;
   op->last_stats = stats;
-  atomic_store(&op->state, CP_OP_IDLE);
   return CONVPOOL_SUCCESS;
+}
+
+convpool_status convpool_op_run(convpool_op *op, const void *src, int64_t batch, int64_t height,
+                                int64_t width, void *dst, size_t dst_bytes) {
+  cp_clear_error();
+  if (!cp_op_valid(op)) return cp_fail(CONVPOOL_INVALID_STATE, "op is NULL or not a live operator");
+  /* claimed before anything else of the operator is read */
+  convpool_status st = cp_op_claim(op, CP_OP_BUSY, "run it");
+  if (st != CONVPOOL_SUCCESS) return st;
+  st = cp_op_run_claimed(op, src, batch, height, width, dst, dst_bytes);
+  atomic_store(&op->state, CP_OP_IDLE);
+  return st;
 }
 
 /* ---- introspection ---- */

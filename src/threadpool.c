@@ -21,6 +21,7 @@ struct cp_threadpool {
   pthread_cond_t work_done;
   unsigned long generation;
   int busy_workers;
+  int active;   /* threads taking part in the current run, the caller included */
   int stop;
   cp_task_fn fn;
   void *context;
@@ -50,6 +51,7 @@ static void *cp_worker_main(void *raw) {
     while (p->generation == seen && !p->stop) pthread_cond_wait(&p->work_ready, &p->lock);
     if (p->stop) break;
     seen = p->generation;
+    if (index >= p->active) continue; /* not needed for this run: back to sleep */
     pthread_mutex_unlock(&p->lock);
     cp_take_items(p, index);
     pthread_mutex_lock(&p->lock);
@@ -104,17 +106,20 @@ error_mutex:
 
 int cp_threadpool_threads(const cp_threadpool *p) { return p->threads; }
 
-void cp_threadpool_run(cp_threadpool *p, cp_task_fn fn, void *context, int64_t items) {
-  if (p->started == 0) {
+int cp_threadpool_run(cp_threadpool *p, cp_task_fn fn, void *context, int64_t items) {
+  /* at most one thread per item: the others stay asleep */
+  const int active = items < (int64_t)p->started + 1 ? (int)(items < 1 ? 1 : items) : p->started + 1;
+  if (active == 1) {
     for (int64_t i = 0; i < items; i++) fn(context, i, 0);
-    return;
+    return 1;
   }
   pthread_mutex_lock(&p->lock);
   p->fn = fn;
   p->context = context;
   p->items = items;
   atomic_store_explicit(&p->next, 0, memory_order_relaxed);
-  p->busy_workers = p->started;
+  p->active = active;
+  p->busy_workers = active - 1;
   p->generation++;
   pthread_cond_broadcast(&p->work_ready);
   pthread_mutex_unlock(&p->lock);
@@ -122,6 +127,7 @@ void cp_threadpool_run(cp_threadpool *p, cp_task_fn fn, void *context, int64_t i
   pthread_mutex_lock(&p->lock);
   while (p->busy_workers > 0) pthread_cond_wait(&p->work_done, &p->lock);
   pthread_mutex_unlock(&p->lock);
+  return active;
 }
 
 void cp_threadpool_destroy(cp_threadpool *p) {

@@ -12,8 +12,10 @@ typedef struct cp_threadpool cp_threadpool;
 /* Start threads-1 workers (the caller is thread 0). */
 convpool_status cp_threadpool_create(int threads, const convpool_allocator *allocator,
                                      cp_threadpool **out);
-/* Run items 0..items-1 over all threads; returns when every item is done. */
-void cp_threadpool_run(cp_threadpool *pool, cp_task_fn fn, void *context, int64_t items);
+/* Run items 0..items-1 over at most `items` of the threads (the others stay
+   asleep); returns the number of threads that took part, once every item
+   is done. */
+int cp_threadpool_run(cp_threadpool *pool, cp_task_fn fn, void *context, int64_t items);
 int cp_threadpool_threads(const cp_threadpool *pool);
 void cp_threadpool_destroy(cp_threadpool *pool);
 

@@ -416,6 +416,40 @@ static int check_nonfinite_vs_sr(convpool_dtype dtype) {
   return ok;
 }
 
+/* bf16 subnormals: x = w = 1e-20, c_in = 2, k = 1. The products (1e-40) and
+   their sum are subnormal: vdpbf16ps (the avx512bf16 kernel) flushes them
+   to 0, every other kernel keeps them (convpool.h, CONVPOOL_BFLOAT16). */
+static int check_bf16_subnormals(void) {
+  const int declined = declined_by_winograd(1);
+  if (declined) return declined > 0;
+  const uint16_t v = cp_float_to_bf16(1e-20f);
+  const uint16_t x[2] = {v, v}, w[2] = {v, v};
+  uint16_t y[1] = {0x7fff};
+  convpool_options o;
+  convpool_options_init(&o);
+  o.algo = g_algo;
+  convpool_op *op = NULL;
+  convpool_plan_info info;
+  if (convpool_op_create(CONVPOOL_BFLOAT16, w, NULL, 1, 2, 1, 1, &o, &op) != CONVPOOL_SUCCESS ||
+      convpool_op_plan(op, 1, 1, 1, &info) != CONVPOOL_SUCCESS ||
+      convpool_op_run(op, x, 1, 1, 1, y, sizeof y) != CONVPOOL_SUCCESS) {
+    printf("bf16 subnormals: %s\n", convpool_last_error());
+    convpool_op_destroy(op);
+    return 0;
+  }
+  convpool_op_destroy(op);
+  const float a = cp_bf16_to_float(v);
+  const uint16_t want = strcmp(info.isa, "avx512bf16") == 0 ? 0 : cp_float_to_bf16(a * a + a * a);
+  if (y[0] != want) {
+    printf("bf16 subnormals on %s: got 0x%04x (%g), want 0x%04x\n", info.isa, y[0],
+           (double)cp_bf16_to_float(y[0]), want);
+    return 0;
+  }
+  printf("bf16 subnormals on %s (%s): %g as documented\n", info.isa, info.kernel,
+         (double)cp_bf16_to_float(y[0]));
+  return 1;
+}
+
 /* The ISA asked for with CONVPOOL_ISA must be the one that runs: exit 77
    (skipped) when this CPU lacks it, rather than test a lower one. */
 static void skip_unless_isa_runs(void) {
@@ -485,6 +519,8 @@ int main(int argc, char **argv) {
     if (!check_determinism(&det[i], 50 + i)) failures++;
   }
   failures += check_layer_grid(&cases);
+  cases++;
+  if (!check_bf16_subnormals()) failures++;
   cases++;
   if (!check_infinite_bias()) failures++;
   cases += 3;

@@ -14,16 +14,20 @@ static inline float cp_maxf(float a, float b) { return (a > b || a != a) ? a : b
 void cp_epilogue_row_portable(const cp_epilogue_params *p, const cp_pool_row *row,
                               const float *bias, void *dst) {
   const size_t P = p->pool, S = p->stride, cols = row->cols, n = row->n, ld = row->ld;
-  float *src = row->src, *colmax = row->tmp, *out = row->tmp + cols;
-  if (bias != NULL && p->bias_first) /* exact for a non-finite bias: max(v + b) */
-    for (size_t a = 0; a < row->rows; a++)
-      for (size_t x = 0; x < cols; x++) src[a * ld + x] += *bias;
-  if (row->rows == 1) {
-    colmax = src;
-  } else {
-    for (size_t x = 0; x < cols; x++) colmax[x] = src[x];
+  const float *src = row->src, *colmax = src;
+  float *out = row->tmp + cols;
+  /* Windows of neighbouring rows may overlap (S < P): src is only read. A
+     non-finite bias is added to every value before the max (exact: torch's
+     max(v + b)); a finite one after it. */
+  const int add_first = bias != NULL && p->bias_first;
+  const float b = add_first ? *bias : 0.0f;
+  if (row->rows > 1 || add_first) {
+    float *m = row->tmp;
+    for (size_t x = 0; x < cols; x++) m[x] = add_first ? src[x] + b : src[x];
     for (size_t a = 1; a < row->rows; a++)
-      for (size_t x = 0; x < cols; x++) colmax[x] = cp_maxf(colmax[x], src[a * ld + x]);
+      for (size_t x = 0; x < cols; x++)
+        m[x] = cp_maxf(m[x], add_first ? src[a * ld + x] + b : src[a * ld + x]);
+    colmax = m;
   }
   for (size_t t = 0; t < n; t++) {
     /* window [t*S - off, t*S - off + P) clipped to [0, cols); never empty */

@@ -42,7 +42,7 @@ typedef struct cp_epilogue_params {
    conv output, and the columns of the buffer row. Pooled output t covers
    buffer columns [t*S - off, t*S - off + P) clipped to [0, cols). */
 typedef struct cp_pool_row {
-  float *src;  /* the first window row (rows ld apart); scratch, may be modified */
+  const float *src; /* the first window row (rows ld apart); read only: windows may overlap */
   size_t ld;
   size_t rows; /* window rows inside the conv output (<= P) */
   size_t cols; /* conv columns of the buffer row */

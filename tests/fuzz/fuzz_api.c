@@ -25,12 +25,21 @@
  *   9 rows/item  0 for b < 128, else (b - 128) % 10; 255 -> -1
  *  10 algo       0-2 auto, 3-4 shift-reduce, 5-6 im2col, 7 an invalid value (next byte; 3 is winograd, not drawn)
  *  11 flags      1 bias, 2 dst_bytes too small, 4 dst placed over src,
- *                8 skip the one-shot call, 16 fail an allocation
+ *                8 skip the one-shot call, 16 fail an allocation,
+ *                32 a convpool_layer: five more bytes follow the header (below),
+ *                and the calls are convpool_op_create_layer / convpool_layer_run
  *  12 dst_bytes shortfall (1 + b % 8 bytes) / dst offset into src (4-byte steps)
  *  13 the allocation to fail (1 + b % 8)
  *  14 describe capacity (1 + b % 64, or 4096 for b >= 192)
  *  15.. tensor data, one byte per element, cycled: (b - 128) / 16, except
  *       0xfd -> -inf, 0xfe -> +inf, 0xff -> NaN
+ * With flag 32, bytes 15..19 (the tensor data follows them):
+ *  15 conv padding: side s (top, left, bottom, right) = (b >> 2s) & 3
+ *  16 activation: b % 5: none, relu, clamp [-0.5, 6], clamp [3, 1] (invalid),
+ *     an invalid activation value
+ *  17 pool stride: b % 6: 0 (= the window), 1, 2, 3, 4, -1 (invalid)
+ *  18 pool padding: side s = (b >> 2s) & 3 (invalid above pool / 2)
+ *  19 ceil_mode: b & 1, or 2 (invalid) for b >= 250
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -47,7 +56,7 @@
 #define MAX_HW (5 + 4 - 1 + 13)
 #define X_CAP ((size_t)3 * 6 * MAX_HW * MAX_HW)
 #define W_CAP ((size_t)12 * 6 * 5 * 5)
-#define Y_CAP ((size_t)3 * 12 * MAX_HW * MAX_HW)
+#define Y_CAP ((size_t)3 * 12 * (MAX_HW + 12) * (MAX_HW + 12)) /* pads and stride 1 */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -158,6 +167,35 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const long fail_at = (flags & 16) ? 1 + (long)(b_fail % 8) : 0;
   b = next(&in);
   const size_t capacity = b >= 192 ? 4096 : 1 + b % 64;
+  const int use_layer = (flags & 32) != 0;
+  convpool_layer layer;
+  convpool_layer_init(&layer, dtype, c_out, c_in, k, pool);
+  status_set layer_causes = 0;
+  if (use_layer) {
+    b = next(&in);
+    for (int s = 0; s < 4; s++) layer.padding[s] = (b >> (2 * s)) & 3;
+    b = next(&in) % 5;
+    if (b == 1) layer.activation = CONVPOOL_ACTIVATION_RELU;
+    if (b == 2 || b == 3) {
+      layer.activation = CONVPOOL_ACTIVATION_CLAMP;
+      layer.clamp_min = b == 2 ? -0.5f : 3.0f;
+      layer.clamp_max = b == 2 ? 6.0f : 1.0f;
+    }
+    if (b == 4) layer.activation = (convpool_activation)9;
+    if (b >= 3) layer_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
+    b = next(&in) % 6;
+    layer.pool_stride = b == 5 ? -1 : (int64_t)b;
+    if (b == 5) layer_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
+    b = next(&in);
+    for (int s = 0; s < 4; s++) {
+      layer.pool_padding[s] = (b >> (2 * s)) & 3;
+      if (pool >= 1 && layer.pool_padding[s] > pool / 2)
+        layer_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
+    }
+    b = next(&in);
+    layer.ceil_mode = b >= 250 ? 2 : (int)(b & 1);
+    if (b >= 250) layer_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
+  }
   const uint8_t *values = data + (in.i < size ? in.i : size);
   const size_t n_values = size - (in.i < size ? in.i : size);
   const int has_bias = flags & 1;
@@ -173,17 +211,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (algo != CONVPOOL_ALGO_AUTO && algo != CONVPOOL_ALGO_SHIFT_REDUCE &&
       algo != CONVPOOL_ALGO_IM2COL)
     create_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
-  int shape_ok = batch >= 1 && height >= 1 && width >= 1 && k >= 1 && pool >= 1 && height >= k &&
-                 width >= k && pool <= height - k + 1 && pool <= width - k + 1;
+  if (use_layer) create_causes |= layer_causes;
+  int64_t ph = 0, pw = 0;
+  if (k >= 1 && pool >= 1 && layer_causes == 0) cp_reference_shape(&layer, height, width, &ph, &pw);
+  const int shape_ok = batch >= 1 && height >= 1 && width >= 1 && k >= 1 && pool >= 1 &&
+                       layer_causes == 0 && height + layer.padding[0] + layer.padding[2] >= k &&
+                       width + layer.padding[1] + layer.padding[3] >= k && ph >= 1 && pw >= 1;
   const size_t es = valid_dtype ? convpool_dtype_size(dtype) : 4;
   rel_case c = {valid_dtype ? dtype : CONVPOOL_FLOAT32, batch, c_in, c_out, height, width, k,
                 pool, has_bias};
   size_t need = 0, src_bytes = 0;
   if (!shape_ok) run_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
-  if (shape_ok && rows_per_item > rel_ph(&c)) run_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
+  if (shape_ok && rows_per_item > ph) run_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
   const int tensors_ok = shape_ok && c_in >= 1 && c_out >= 1;
   if (tensors_ok) {
-    need = rel_y_count(&c) * es;
+    need = (size_t)(batch * c_out * ph * pw) * es;
     src_bytes = rel_x_count(&c) * es;
   }
 
@@ -222,7 +264,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   counting.refused = 0;
   rel_alloc_arm(&counting, fail_at);
   convpool_op *op = NULL;
-  convpool_status st = convpool_op_create(dtype, w, bias_arg, c_out, c_in, k, pool, &o, &op);
+  convpool_status st = use_layer ? convpool_op_create_layer(&layer, w, bias_arg, &o, &op)
+                                 : convpool_op_create(dtype, w, bias_arg, c_out, c_in, k, pool, &o, &op);
   judge("create", st, create_causes, counting.refused);
   FUZZ_ASSERT((st == CONVPOOL_SUCCESS) == (op != NULL), "create: op_out inconsistent with status");
   if (op != NULL) {
@@ -232,11 +275,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* Shape queries plan the run, so a forced rows_per_item larger than the
        pooled rows is refused here too. */
     const status_set plan_causes =
-        (shape_ok && rows_per_item <= rel_ph(&c)) ? 0 : BIT(CONVPOOL_INVALID_ARGUMENT);
+        (shape_ok && rows_per_item <= ph) ? 0 : BIT(CONVPOOL_INVALID_ARGUMENT);
     judge("output_shape", st, plan_causes, 0);
     if (st == CONVPOOL_SUCCESS)
-      FUZZ_ASSERT(shape[0] == batch && shape[1] == c_out && shape[2] == rel_ph(&c) &&
-                      shape[3] == rel_pw(&c) && bytes == need,
+      FUZZ_ASSERT(shape[0] == batch && shape[1] == c_out && shape[2] == ph && shape[3] == pw &&
+                      bytes == need,
                   "output_shape: [%lld %lld %lld %lld] %zu bytes", (long long)shape[0],
                   (long long)shape[1], (long long)shape[2], (long long)shape[3], bytes);
     convpool_plan_info info;
@@ -244,7 +287,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     judge("plan", st, plan_causes, 0);
     if (st == CONVPOOL_SUCCESS)
       FUZZ_ASSERT(info.items >= 1 && info.threads >= 1 && info.rows_per_item >= 1 &&
-                      info.rows_per_item <= rel_ph(&c) &&
+                      info.rows_per_item <= ph &&
                       (rows_per_item == 0 || info.rows_per_item == rows_per_item),
                   "plan: items %lld threads %d rows_per_item %lld", (long long)info.items,
                   info.threads, (long long)info.rows_per_item);
@@ -261,7 +304,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     judge("run", st, run_causes, counting.refused);
     if (st == CONVPOOL_SUCCESS) {
       char why[400];
-      FUZZ_ASSERT(rel_check_output(&c, x, w, bias_arg, dst, why, sizeof why) != 0, "run: %s", why);
+      FUZZ_ASSERT(rel_check_layer_output(&layer, batch, height, width, x, w, bias_arg, dst, why,
+                                         sizeof why) != 0,
+                  "run: %s", why);
       FUZZ_ASSERT(memcmp(dst + need, dst_copy + need, dst_room - need) == 0,
                   "run: bytes past the output were written");
       convpool_run_stats rs;
@@ -288,13 +333,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memcpy(dst, dst_copy, dst_room);
     counting.refused = 0;
     rel_alloc_arm(&counting, fail_at);
-    st = convpool_conv2d_maxpool(dtype, x, batch, c_in, height, width, w, c_out, k, bias_arg, pool,
-                                 dst, dst_bytes, &o);
+    st = use_layer ? convpool_layer_run(&layer, x, batch, height, width, w, bias_arg, dst,
+                                        dst_bytes, &o)
+                   : convpool_conv2d_maxpool(dtype, x, batch, c_in, height, width, w, c_out, k,
+                                             bias_arg, pool, dst, dst_bytes, &o);
     judge("one-shot", st, create_causes | run_causes, counting.refused);
     if (st == CONVPOOL_SUCCESS) {
       char why[400];
-      FUZZ_ASSERT(rel_check_output(&c, x, w, bias_arg, dst, why, sizeof why) != 0, "one-shot: %s",
-                  why);
+      FUZZ_ASSERT(rel_check_layer_output(&layer, batch, height, width, x, w, bias_arg, dst, why,
+                                         sizeof why) != 0,
+                  "one-shot: %s", why);
       FUZZ_ASSERT(memcmp(dst + need, dst_copy + need, dst_room - need) == 0,
                   "one-shot: bytes past the output were written");
       if (first != NULL)

@@ -122,27 +122,36 @@ static inline int rel_close_enough(convpool_dtype dtype, double got, double ref,
 }
 
 /*
- * Compare y (the library's output of case c) with the scalar reference.
- * Returns 1 if every element is acceptable; otherwise 0 with the first
- * mismatch described in why (capacity cap). Returns -1 if the check itself
- * could not allocate its buffers.
+ * Compare y (the library's output of `layer` on src [batch, c_in, height,
+ * width]) with the scalar reference. Returns 1 if every element is
+ * acceptable; otherwise 0 with the first mismatch described in why
+ * (capacity cap). Returns -1 if the check itself could not allocate.
  */
-static inline int rel_check_output(const rel_case *c, const void *x, const void *w,
-                                   const void *bias, const void *y, char *why, size_t cap) {
-  const size_t n = rel_y_count(c);
+static inline int rel_check_layer_output(const convpool_layer *l, int64_t batch, int64_t height,
+                                         int64_t width, const void *x, const void *w,
+                                         const void *bias, const void *y, char *why, size_t cap) {
+  int64_t ph, pw;
+  cp_reference_shape(l, height, width, &ph, &pw);
+  const size_t n = (size_t)(batch * l->c_out * ph * pw);
   double *ref = malloc((n ? n : 1) * sizeof(double));
   double *bound = malloc((n ? n : 1) * sizeof(double));
   int ok = ref != NULL && bound != NULL ? 1 : -1;
   if (ok == 1) {
-    cp_reference(c->dtype, x, c->batch, c->c_in, c->height, c->width, w, c->c_out, c->k,
-                 c->bias ? bias : NULL, c->pool, ref, bound);
+    cp_reference_layer(l, x, batch, height, width, w, bias, ref, bound);
     for (size_t i = 0; i < n; i++) {
-      double got = rel_get(c->dtype, y, i);
-      if (!rel_close_enough(c->dtype, got, ref[i], bound[i])) {
-        char d[200];
-        rel_describe(c, d, sizeof d);
-        snprintf(why, cap, "%s: element %zu is %.9g, the reference %.9g (bound %.3g)", d, i, got,
-                 ref[i], bound[i]);
+      double got = rel_get(l->dtype, y, i);
+      if (!rel_close_enough(l->dtype, got, ref[i], bound[i])) {
+        snprintf(why, cap,
+                 "%s B=%lld %lld->%lld %lldx%lld k=%lld pad=%lld,%lld,%lld,%lld act=%d pool=%lld/"
+                 "%lld ppad=%lld,%lld,%lld,%lld ceil=%d: element %zu is %.9g, the reference "
+                 "%.9g (bound %.3g)",
+                 convpool_dtype_name(l->dtype), (long long)batch, (long long)l->c_in,
+                 (long long)l->c_out, (long long)height, (long long)width, (long long)l->k,
+                 (long long)l->padding[0], (long long)l->padding[1], (long long)l->padding[2],
+                 (long long)l->padding[3], (int)l->activation, (long long)l->pool,
+                 (long long)l->pool_stride, (long long)l->pool_padding[0],
+                 (long long)l->pool_padding[1], (long long)l->pool_padding[2],
+                 (long long)l->pool_padding[3], l->ceil_mode, i, got, ref[i], bound[i]);
         ok = 0;
         break;
       }
@@ -151,6 +160,15 @@ static inline int rel_check_output(const rel_case *c, const void *x, const void 
   free(ref);
   free(bound);
   return ok;
+}
+
+/* rel_check_layer_output for case c (the defaults of convpool_layer_init). */
+static inline int rel_check_output(const rel_case *c, const void *x, const void *w,
+                                   const void *bias, const void *y, char *why, size_t cap) {
+  convpool_layer l;
+  convpool_layer_init(&l, c->dtype, c->c_out, c->c_in, c->k, c->pool);
+  return rel_check_layer_output(&l, c->batch, c->height, c->width, x, w, c->bias ? bias : NULL, y,
+                                why, cap);
 }
 
 /* ---- an instrumented allocator ---- */

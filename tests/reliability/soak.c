@@ -3,7 +3,8 @@
  * tolerance of tests/test_layer.c, over dtypes (float32, float16, bfloat16), pools,
  * filter sizes, thread counts, rows_per_item values, bias on/off, every
  * algorithm (auto, shift-reduce, im2col), and both the operator API (one operator run on three
- * input sizes) and the one-shot call.
+ * input sizes) and the one-shot call. Half the layers also draw the layer parameters: conv
+ * padding (0 .. k + 1 per side), activation, pool stride, pool padding and ceil sizing.
  *
  * Resources are checked as it goes: every library allocation goes through a
  * counting allocator (nothing may be outstanding after a destroy), the
@@ -95,23 +96,24 @@ typedef struct buffers {
 } buffers;
 
 /* Run case c through op (or the one-shot call if op is NULL) and check it. */
-static int run_and_check(convpool_op *op, const rel_case *c, const convpool_options *o,
-                         const buffers *b, int threads, int rows_per_item, long index) {
+static int run_and_check(convpool_op *op, const rel_case *c, const convpool_layer *l,
+                         const convpool_options *o, const buffers *b, int threads,
+                         int rows_per_item, long index) {
   const size_t es = convpool_dtype_size(c->dtype);
   tu_rng data = {(uint64_t)index * 7919 + 17};
   rel_fill(b->x, rel_x_count(c), c->dtype, &data, -1.0f, 1.0f);
-  const size_t y_bytes = rel_y_count(c) * es;
+  int64_t ph, pw;
+  cp_reference_shape(l, c->height, c->width, &ph, &pw);
+  const size_t y_bytes = (size_t)(c->batch * c->c_out * ph * pw) * es;
   memset(b->y, 0xEE, y_bytes);
   convpool_status st =
-      op != NULL
-          ? convpool_op_run(op, b->x, c->batch, c->height, c->width, b->y, y_bytes)
-          : convpool_conv2d_maxpool(c->dtype, b->x, c->batch, c->c_in, c->height, c->width, b->w,
-                                    c->c_out, c->k, c->bias ? b->bias : NULL, c->pool, b->y,
-                                    y_bytes, o);
+      op != NULL ? convpool_op_run(op, b->x, c->batch, c->height, c->width, b->y, y_bytes)
+                 : convpool_layer_run(l, b->x, c->batch, c->height, c->width, b->w,
+                                      c->bias ? b->bias : NULL, b->y, y_bytes, o);
   char d[200];
   rel_describe(c, d, sizeof d);
   /* rows_per_item larger than the pooled rows is refused; anything else must run. */
-  if (rows_per_item > rel_ph(c)) {
+  if (rows_per_item > ph) {
     REL_CHECK(st == CONVPOOL_INVALID_ARGUMENT, "case %ld (%s, rows_per_item %d): %s, want refusal",
               index, d, rows_per_item, convpool_status_string(st));
     return st == CONVPOOL_INVALID_ARGUMENT;
@@ -122,7 +124,8 @@ static int run_and_check(convpool_op *op, const rel_case *c, const convpool_opti
     return 0;
   }
   char why[400];
-  int ok = rel_check_output(c, b->x, b->w, b->bias, b->y, why, sizeof why);
+  int ok = rel_check_layer_output(l, c->batch, c->height, c->width, b->x, b->w,
+                                  c->bias ? b->bias : NULL, b->y, why, sizeof why);
   REL_CHECK(ok == 1, "case %ld (threads %d, rows_per_item %d): %s", index, threads, rows_per_item,
             why);
   return ok == 1;
@@ -136,7 +139,8 @@ int main(int argc, char **argv) {
   buffers b = {malloc((size_t)MAX_BATCH * MAX_CIN * MAX_HW * MAX_HW * fmax),
                malloc((size_t)MAX_COUT * MAX_CIN * MAX_K * MAX_K * fmax),
                malloc((size_t)MAX_COUT * fmax),
-               malloc((size_t)MAX_BATCH * MAX_COUT * MAX_HW * MAX_HW * fmax)};
+               malloc((size_t)MAX_BATCH * MAX_COUT * (MAX_HW + 2 * MAX_K + 2) *
+                      (MAX_HW + 2 * MAX_K + 2) * fmax)}; /* with padding */
   if (!b.x || !b.w || !b.bias || !b.y) {
     fprintf(stderr, "soak: out of memory\n");
     return 2;
@@ -168,6 +172,7 @@ int main(int argc, char **argv) {
   const long warmup = cases / 10 > 20 ? cases / 10 : (cases > 20 ? 20 : cases);
   long rss_warm = -1, rss_max = -1, runs = 0, passed = 0, done = 0;
   long by_dtype[3] = {0, 0, 0}, by_algo[2] = {0, 0}, one_shot = 0, forced_rows = 0;
+  long with_params = 0;
 
   for (long i = 0; i < cases; i++) {
     rel_case c;
@@ -180,12 +185,25 @@ int main(int argc, char **argv) {
     c.pool = pick(&r, 1, MAX_POOL);
     c.bias = (int)pick(&r, 0, 1);
     random_input(&r, &c);
+    convpool_layer l;
+    convpool_layer_init(&l, c.dtype, c.c_out, c.c_in, c.k, c.pool);
+    if (pick(&r, 0, 1)) { /* the layer parameters */
+      for (int s = 0; s < 4; s++) l.padding[s] = pick(&r, 0, c.k + 1);
+      l.activation = (convpool_activation)pick(&r, 0, 2);
+      if (l.activation == CONVPOOL_ACTIVATION_CLAMP) l.clamp_min = -0.25f, l.clamp_max = 0.75f;
+      l.pool_stride = pick(&r, 0, c.pool);
+      for (int s = 0; s < 4; s++) l.pool_padding[s] = pick(&r, 0, c.pool / 2);
+      l.ceil_mode = (int)pick(&r, 0, 1);
+      with_params++;
+    }
+    int64_t ph, pw;
+    cp_reference_shape(&l, c.height, c.width, &ph, &pw);
     const int threads = (int)pick(&r, 1, 4);
     /* rows_per_item: planned (0) half the time, else 1 .. the pooled rows, now and then one more. */
     int rows_per_item = 0;
     if (pick(&r, 0, 1)) {
-      rows_per_item = (int)pick(&r, 1, rel_ph(&c));
-      if (pick(&r, 0, 9) == 0) rows_per_item = (int)rel_ph(&c) + 1;
+      rows_per_item = (int)pick(&r, 1, ph);
+      if (pick(&r, 0, 9) == 0) rows_per_item = (int)ph + 1;
     }
     convpool_options o;
     convpool_options_init(&o);
@@ -205,20 +223,19 @@ int main(int argc, char **argv) {
     int ok = 1;
     if (pick(&r, 0, 3) == 0) { /* one-shot */
       one_shot++;
-      ok = run_and_check(NULL, &c, &o, &b, threads, rows_per_item, i);
+      ok = run_and_check(NULL, &c, &l, &o, &b, threads, rows_per_item, i);
       runs++;
     } else { /* one operator, three input sizes: c, another, c again */
       convpool_op *op = NULL;
-      convpool_status st = convpool_op_create(c.dtype, b.w, c.bias ? b.bias : NULL, c.c_out,
-                                              c.c_in, c.k, c.pool, &o, &op);
+      convpool_status st = convpool_op_create_layer(&l, b.w, c.bias ? b.bias : NULL, &o, &op);
       REL_CHECK(st == CONVPOOL_SUCCESS, "case %ld: create: %s", i, convpool_last_error());
       ok = st == CONVPOOL_SUCCESS;
       if (ok) {
         rel_case other = c;
         random_input(&r, &other);
-        ok &= run_and_check(op, &c, &o, &b, threads, rows_per_item, i);
-        ok &= run_and_check(op, &other, &o, &b, threads, rows_per_item, i);
-        ok &= run_and_check(op, &c, &o, &b, threads, rows_per_item, i);
+        ok &= run_and_check(op, &c, &l, &o, &b, threads, rows_per_item, i);
+        ok &= run_and_check(op, &other, &l, &o, &b, threads, rows_per_item, i);
+        ok &= run_and_check(op, &c, &l, &o, &b, threads, rows_per_item, i);
         runs += 3;
         st = convpool_op_destroy(op);
         REL_CHECK(st == CONVPOOL_SUCCESS, "case %ld: destroy: %s", i, convpool_last_error());
@@ -262,9 +279,11 @@ int main(int argc, char **argv) {
   }
   int failures = *rel_failure_count();
   printf("soak: %ld cases (%ld float32, %ld float16, %ld bfloat16; %ld im2col; %ld one-shot; "
-         "%ld with rows_per_item set), %ld runs, seed %llu: %ld passed, %d failures; peak %ld "
+         "%ld with rows_per_item set; %ld with layer parameters), %ld runs, seed %llu: %ld passed, "
+         "%d failures; peak %ld "
          "library blocks, threads back to %d\n",
-         done, by_dtype[0], by_dtype[1], by_dtype[2], by_algo[1], one_shot, forced_rows, runs,
+         done, by_dtype[0], by_dtype[1], by_dtype[2], by_algo[1], one_shot, forced_rows,
+         with_params, runs,
          seed, passed, failures,
          counting.peak_live, threads_at_start);
   free(b.x);

@@ -12,6 +12,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -756,6 +757,103 @@ static void test_busy(void) {
   REL_CHECK(counting.live == 0, "busy: %ld blocks outstanding after destroy", counting.live);
 }
 
+/* ---- the layer descriptor, alignment and overlap ---- */
+
+static void test_layer_refusals(void) {
+  const size_t need = YN * sizeof(float);
+  convpool_op *op = NULL;
+  convpool_layer l;
+  char what[160];
+  /* LAYER(what, field = value, status, needle): one bad field on the defaults */
+#define LAYER(text, change, want, needle)                                          \
+  do {                                                                             \
+    convpool_layer_init(&l, CONVPOOL_FLOAT32, 4, 3, 3, 2);                         \
+    change;                                                                        \
+    snprintf(what, sizeof what, "create_layer(%s)", text);                         \
+    REFUSED(what, convpool_op_create_layer(&l, g_w, g_bias, NULL, &op), want, needle, NULL); \
+    REL_CHECK(op == NULL, "%s: op_out is not NULL", what);                         \
+    snprintf(what, sizeof what, "layer_run(%s)", text);                            \
+    REFUSED(what, convpool_layer_run(&l, g_x, 2, 9, 9, g_w, g_bias, g_out.dst, need, NULL), \
+            want, needle, NULL);                                                   \
+  } while (0)
+  const convpool_status BAD = CONVPOOL_INVALID_ARGUMENT, NO = CONVPOOL_UNSUPPORTED;
+  LAYER("padding top -1", l.padding[0] = -1, BAD, "padding top = -1");
+  LAYER("padding right 2^40", l.padding[3] = (int64_t)1 << 40, BAD, "padding right = 1099511627776");
+  LAYER("pool_padding left 2 > P/2", l.pool_padding[1] = 2, BAD, "pool_padding left = 2");
+  LAYER("pool_padding bottom -1", l.pool_padding[2] = -1, BAD, "pool_padding bottom = -1");
+  LAYER("pool_stride -3", l.pool_stride = -3, BAD, "pool_stride = -3");
+  LAYER("activation 7", l.activation = (convpool_activation)7, BAD, "activation = 7");
+  LAYER("clamp 6 > 0", (l.activation = CONVPOOL_ACTIVATION_CLAMP, l.clamp_min = 6, l.clamp_max = 0),
+        BAD, "clamp [6, 0]");
+  LAYER("clamp NaN", (l.activation = CONVPOOL_ACTIVATION_CLAMP, l.clamp_min = NAN), BAD, "NaN");
+  LAYER("ceil_mode 2", l.ceil_mode = 2, BAD, "ceil_mode = 2");
+  LAYER("conv stride 2", l.stride = 2, NO, "conv stride = 2");
+  LAYER("dilation 2", l.dilation = 2, NO, "conv dilation = 2");
+  LAYER("groups 3", l.groups = 3, NO, "conv groups = 3");
+  LAYER("size 8", l.size = 8, BAD, "layer->size = 8");
+  LAYER("dtype 9", l.dtype = (convpool_dtype)9, BAD, "dtype = 9");
+  LAYER("c_in 0", l.c_in = 0, BAD, "c_in = 0");
+  LAYER("pool 0", l.pool = 0, BAD, "pool = 0");
+#undef LAYER
+  REFUSED("create_layer(NULL)", convpool_op_create_layer(NULL, g_w, g_bias, NULL, &op), BAD,
+          "layer is NULL", NULL);
+  convpool_options o;
+  convpool_options_init(&o);
+  o.size = sizeof o + 8;
+  REFUSED("create(options->size too large)",
+          convpool_op_create(CONVPOOL_FLOAT32, g_w, g_bias, 4, 3, 3, 2, &o, &op), BAD,
+          "options->size", NULL);
+  /* a window larger than the padded conv output */
+  convpool_layer_init(&l, CONVPOOL_FLOAT32, 4, 3, 3, 2);
+  l.padding[0] = 1;
+  REFUSED("layer_run(padded input 2x9 < k)",
+          convpool_layer_run(&l, g_x, 2, 1, 9, g_w, g_bias, g_out.dst, need, NULL), BAD,
+          "padded input 2x9", NULL);
+
+  /* Alignment: tensors are read as their element type; +1 byte is refused. */
+  static uint16_t h_x[XN + 2], h_w[WN + 2], h_b[6];
+  static float f_y[YN + 2];
+  const struct {
+    convpool_dtype dtype;
+    const void *x, *w, *b;
+  } dts[2] = {{CONVPOOL_FLOAT32, g_x, g_w, g_bias}, {CONVPOOL_FLOAT16, h_x, h_w, h_b}};
+  for (int d = 0; d < 2; d++) {
+    const convpool_dtype dt = dts[d].dtype;
+    const char *name = convpool_dtype_name(dt);
+    const unsigned char *x1 = (const unsigned char *)dts[d].x + 1;
+    const unsigned char *w1 = (const unsigned char *)dts[d].w + 1;
+    const unsigned char *b1 = (const unsigned char *)dts[d].b + 1;
+    unsigned char *y1 = (unsigned char *)f_y + 1;
+    snprintf(what, sizeof what, "one-shot(%s src + 1 byte)", name);
+    REFUSED(what, convpool_conv2d_maxpool(dt, x1, 2, 3, 9, 9, dts[d].w, 4, 3, dts[d].b, 2, g_out.dst, need, NULL),
+            BAD, "src", "not aligned");
+    snprintf(what, sizeof what, "one-shot(%s weights + 1 byte)", name);
+    REFUSED(what, convpool_conv2d_maxpool(dt, dts[d].x, 2, 3, 9, 9, w1, 4, 3, dts[d].b, 2, g_out.dst, need, NULL),
+            BAD, "weights", "not aligned");
+    snprintf(what, sizeof what, "one-shot(%s bias + 1 byte)", name);
+    REFUSED(what, convpool_conv2d_maxpool(dt, dts[d].x, 2, 3, 9, 9, dts[d].w, 4, 3, b1, 2, g_out.dst, need, NULL),
+            BAD, "bias", "not aligned");
+    snprintf(what, sizeof what, "one-shot(%s dst + 1 byte)", name);
+    arm_outputs();
+    convpool_status st = convpool_conv2d_maxpool(dt, dts[d].x, 2, 3, 9, 9, dts[d].w, 4, 3,
+                                                 dts[d].b, 2, y1, need, NULL);
+    expect_refused(__FILE__, __LINE__, what, st, BAD, "dst", "not aligned");
+  }
+
+  /* Overlap is judged on the bytes actually written: weights just past the
+     output, inside dst's unused capacity, are fine; inside the output, not. */
+  static float big[YN + WN + 4];
+  memcpy(big + YN, g_w, sizeof g_w);
+  EXPECT_OK("one-shot(weights in dst's unused capacity)",
+            convpool_conv2d_maxpool(CONVPOOL_FLOAT32, g_x, 2, 3, 9, 9, big + YN, 4, 3, g_bias, 2,
+                                    big, sizeof big, NULL));
+  memcpy(big + YN - 1, g_w, sizeof g_w);
+  REFUSED("one-shot(weights overlap the output's last element)",
+          convpool_conv2d_maxpool(CONVPOOL_FLOAT32, g_x, 2, 3, 9, 9, big + YN - 1, 4, 3, g_bias,
+                                  2, big, sizeof big, NULL),
+          BAD, "overlaps weights", NULL);
+}
+
 int main(void) {
   make_fixtures();
   test_plain_functions();
@@ -784,6 +882,7 @@ int main(void) {
   test_not_live();
   test_one_shot();
   test_busy();
+  test_layer_refusals();
 
   REL_CHECK(memcmp(g_x, g_x_copy, sizeof g_x) == 0 && memcmp(g_w, g_w_copy, sizeof g_w) == 0 &&
                 memcmp(g_bias, g_bias_copy, sizeof g_bias) == 0,

@@ -11,11 +11,19 @@
  *  3. Concurrent failures on different threads: each thread's
  *     convpool_last_error() names its own offending value.
  *  4. Create/destroy churn and one-shot calls on many threads at once.
+ *  5. Destroy racing a run: while a run is inside the operator, destroy
+ *     from another thread returns CONVPOOL_INVALID_STATE and frees nothing;
+ *     once the run is over it succeeds. The operator's memory comes from an
+ *     allocator that unmaps every block on free, so a destroy that freed
+ *     under a running call would fault.
  *
  * Usage: test_threads [rounds]   (default 100 rounds per thread)
  */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -390,6 +398,116 @@ static void test_churn(void) {
          calls, THREADS, counting.peak_live);
 }
 
+/* ---- destroy racing a run ---- */
+
+/* Each block gets its own mapping, with a header page holding its size;
+   free unmaps it, so any later access faults. */
+static void *unmap_alloc(void *context, size_t size, size_t alignment) {
+  (void)context;
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  if (alignment > page) return NULL;
+  const size_t bytes = page + (size + page - 1) / page * page;
+  unsigned char *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return NULL;
+  memcpy(p, &bytes, sizeof bytes);
+  return p + page;
+}
+
+static void unmap_free(void *context, void *pointer) {
+  (void)context;
+  if (pointer == NULL) return;
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  unsigned char *p = (unsigned char *)pointer - page;
+  size_t bytes;
+  memcpy(&bytes, p, sizeof bytes);
+  munmap(p, bytes);
+}
+
+typedef struct race_arg {
+  convpool_op *op;
+  atomic_int inside; /* set by the run's scratch allocation: the run holds the op */
+  convpool_status run_status;
+  void *dst;
+} race_arg;
+
+static race_arg *g_race; /* the allocator's hook has no context of its own */
+
+static void *race_alloc(void *context, size_t size, size_t alignment) {
+  race_arg *a = g_race;
+  if (a != NULL && a->op != NULL) atomic_store(&a->inside, 1);
+  return unmap_alloc(context, size, alignment);
+}
+
+static void *race_runner(void *raw) {
+  race_arg *a = raw;
+  a->run_status = convpool_op_run(a->op, g_x, g_case.batch, g_case.height, g_case.width, a->dst,
+                                  g_y_bytes);
+  return NULL;
+}
+
+static void test_destroy_race(void) {
+  convpool_allocator unmapping = {race_alloc, unmap_free, NULL};
+  convpool_options o;
+  convpool_options_init(&o);
+  o.allocator = &unmapping;
+  o.threads = 2;
+  const int rounds = 20 * g_rounds;
+  long refused = 0, wrong = 0;
+  void *dst = malloc(g_y_bytes);
+  for (int i = 0; i < rounds && wrong == 0; i++) {
+    race_arg a;
+    memset(&a, 0, sizeof a);
+    atomic_init(&a.inside, 0);
+    a.dst = dst;
+    convpool_op *op = NULL;
+    g_race = NULL;
+    convpool_status st = convpool_op_create(g_case.dtype, g_w, g_bias, g_case.c_out, g_case.c_in,
+                                            g_case.k, g_case.pool, &o, &op);
+    if (st != CONVPOOL_SUCCESS) {
+      REL_CHECK(0, "destroy race: create: %s", convpool_last_error());
+      break;
+    }
+    a.op = op;
+    g_race = &a;
+    pthread_t t;
+    if (pthread_create(&t, NULL, race_runner, &a) != 0) {
+      REL_CHECK(0, "destroy race: cannot start a thread");
+      convpool_op_destroy(op);
+      break;
+    }
+    while (!atomic_load(&a.inside)) sched_yield(); /* the run has claimed the op */
+    int attempts = 0;
+    for (;;) { /* destroy until it succeeds: refused while the run is inside */
+      st = convpool_op_destroy(op);
+      attempts++;
+      if (st == CONVPOOL_SUCCESS) break;
+      if (st != CONVPOOL_INVALID_STATE) {
+        wrong++;
+        REL_CHECK(0, "destroy race: destroy gave %s", convpool_status_string(st));
+        break;
+      }
+      refused++;
+      sched_yield();
+    }
+    pthread_join(t, NULL);
+    if (a.run_status != CONVPOOL_SUCCESS) {
+      wrong++;
+      REL_CHECK(0, "destroy race: the run gave %s", convpool_status_string(a.run_status));
+    } else if (memcmp(dst, g_expected, g_y_bytes) != 0) {
+      wrong++;
+      REL_CHECK(0, "destroy race: the run's output differs from the expected one");
+    }
+    (void)attempts;
+  }
+  g_race = NULL;
+  free(dst);
+  REL_CHECK(refused > 0, "destroy race: no destroy was ever refused during a run (%d rounds)",
+            rounds);
+  printf("destroy racing a run: %d rounds, %ld destroys refused while a run held the operator, "
+         "every run correct, blocks unmapped on free\n",
+         rounds, refused);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1) g_rounds = atoi(argv[1]);
   if (g_rounds < 1) g_rounds = 1;
@@ -398,6 +516,7 @@ int main(int argc, char **argv) {
     test_own_ops();
     test_error_messages();
     test_churn();
+    test_destroy_race();
   }
   free(g_x);
   free(g_w);

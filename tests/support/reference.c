@@ -59,9 +59,11 @@ void cp_reference_layer(const convpool_layer *l, const void *src, int64_t batch,
                 for (int64_t i = 0; i < k; i++)
                   for (int64_t j = 0; j < k; j++) {
                     const int64_t iy = r + i - l->padding[0], ix = c + j - l->padding[1];
-                    if (iy < 0 || iy >= height || ix < 0 || ix >= width) continue; /* zeros */
-                    double xv = cp_ref_load(
-                        dtype, src, (size_t)(((b * c_in + ci) * height + iy) * width + ix));
+                    /* zero padding is multiplied like any input (0 * inf is NaN, as torch) */
+                    const int pad = iy < 0 || iy >= height || ix < 0 || ix >= width;
+                    double xv = pad ? 0.0
+                                    : cp_ref_load(dtype, src,
+                                                  (size_t)(((b * c_in + ci) * height + iy) * width + ix));
                     double wv =
                         cp_ref_load(dtype, weights, (size_t)(((co * c_in + ci) * k + i) * k + j));
                     sum += xv * wv;
