@@ -8,16 +8,22 @@
  * - 4 items per thread: enough to balance uneven items, few enough that each
  *   item's panel is reused over many channel blocks;
  * - 16 rows of prefetch ahead of the panel copy (the pack of the headline
- *   went from ~10 ms to ~6.5 ms on one core).
+ *   went from ~10 ms to ~6.5 ms on one core);
+ * - Winograd: V and M of up to 4 MiB each per thread (they live in L3: the
+ *   multiply reads each 36th of V from L2 while the weights of one point
+ *   stream through), one pass over V for every channel block that fits M
+ *   (tools/wino_stages.c measured one pass over all 43 blocks of the headline
+ *   ~20% faster than a pass per block), and a streamed weight costing about
+ *   as much as 16 kernel lanes.
  */
 #include "config.h"
 
 static const cp_blocking cp_blockings[] = {
-    /* isa               mr  nr  lanes panel buf copy items cols ahead */
-    {CP_ISA_SCALAR, 4, 16, 1, 2, 4, 1.0, 4, 64, 16},
-    {CP_ISA_AVX2, 6, 16, 8, 2, 4, 8.0, 4, 64, 16},
-    {CP_ISA_AVX512, 12, 32, 16, 2, 4, 16.0, 4, 64, 16},
-    {CP_ISA_AVX512_BF16, 12, 32, 16, 2, 4, 16.0, 4, 64, 16},
+    /* isa               mr  nr  lanes panel buf copy items cols ahead  V KiB  M KiB  U */
+    {CP_ISA_SCALAR, 4, 16, 1, 2, 4, 1.0, 4, 64, 16, 4096, 4096, 1.0},
+    {CP_ISA_AVX2, 6, 16, 8, 2, 4, 8.0, 4, 64, 16, 4096, 4096, 16.0},
+    {CP_ISA_AVX512, 12, 32, 16, 2, 4, 16.0, 4, 64, 16, 4096, 4096, 16.0},
+    {CP_ISA_AVX512_BF16, 12, 32, 16, 2, 4, 16.0, 4, 64, 16, 4096, 4096, 16.0},
 };
 
 const cp_blocking *cp_blocking_for(cp_isa isa) {

@@ -20,6 +20,11 @@ typedef struct cp_blocking {
   int items_per_thread;    /* work items wanted per thread (load balance) */
   int max_col_multiples;   /* column blocks tried: up to this many lcm(pool, NR) */
   int pack_ahead_rows;     /* input rows prefetched ahead of the panel copy */
+  /* Winograd: per-thread budgets of an item's transformed input V and of the
+     products M of one pass over V, and what streaming one transformed weight
+     per item costs in kernel lanes (larger items reuse the weights more). */
+  unsigned wino_v_kib, wino_m_kib;
+  double wino_u_cost;
 } cp_blocking;
 
 /* The block sizes of an ISA (never NULL). */

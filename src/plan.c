@@ -56,7 +56,7 @@ static int cp_item_size(cp_plan *pl, int64_t g, int64_t n) {
  * the forced rows per item); keep the cheapest by the cost model. Then make
  * enough items for the threads: fewer rows per item first, then channel groups.
  */
-static convpool_status cp_choose_blocks(cp_plan *pl, int64_t forced) {
+static convpool_status cp_choose_items(cp_plan *pl, int64_t forced) {
   int (*geometry)(cp_plan *, int64_t, int64_t) = cp_item_size;
   const int64_t nr = pl->uk->nr;
   int64_t a = pl->stride, b = nr;
@@ -109,6 +109,16 @@ static convpool_status cp_choose_blocks(cp_plan *pl, int64_t forced) {
     if (!geometry(pl, g, pl->col_block))
       return cp_fail(CONVPOOL_INTERNAL_ERROR, "panel geometry failed for %lld rows", (long long)g);
   }
+  return CONVPOOL_SUCCESS;
+}
+
+/* The item size (the algorithm's own choice, or the search above), then
+   channel groups until there are enough items for the threads. */
+static convpool_status cp_choose_blocks(cp_plan *pl, int64_t forced) {
+  const convpool_status st = pl->algo->choose_items != NULL ? pl->algo->choose_items(pl, forced)
+                                                            : cp_choose_items(pl, forced);
+  if (st != CONVPOOL_SUCCESS) return st;
+  const int64_t target = (int64_t)pl->cfg->items_per_thread * (int64_t)pl->threads;
   int64_t panels = pl->batch * pl->row_groups * pl->col_blocks;
   int64_t groups = panels >= target ? 1 : (target + panels - 1) / panels;
   if (groups > pl->co_blocks) groups = pl->co_blocks;

@@ -81,6 +81,27 @@ static void free_tensors(tensors *t) {
 
 static convpool_algo g_algo = CONVPOOL_ALGO_AUTO;
 
+/* Winograd computes k = 3 only. For another k: 1 if it declines as it must
+   (UNSUPPORTED, naming k; the case counts as passed), -1 if it does not; 0
+   when the case is to be run. */
+static int declined_by_winograd(int64_t k) {
+  if (g_algo != CONVPOOL_ALGO_WINOGRAD || k == 3) return 0;
+  convpool_options o;
+  convpool_options_init(&o);
+  o.algo = g_algo;
+  float *w = tu_xmalloc((size_t)(k * k) * sizeof(float));
+  memset(w, 0, (size_t)(k * k) * sizeof(float));
+  convpool_op *op = NULL;
+  convpool_status st = convpool_op_create(CONVPOOL_FLOAT32, w, NULL, 1, 1, k, 1, &o, &op);
+  free(w);
+  if (st == CONVPOOL_UNSUPPORTED && op == NULL && strstr(convpool_last_error(), "k = ") != NULL)
+    return 1;
+  printf("winograd with k = %lld: %s (%s), want unsupported naming k\n", (long long)k,
+         convpool_status_string(st), convpool_last_error());
+  convpool_op_destroy(op);
+  return -1;
+}
+
 static int run(const layer_case *c, const tensors *t, int threads, void *y) {
   convpool_options o;
   convpool_options_init(&o);
@@ -105,6 +126,8 @@ static void describe(const layer_case *c, char *s, size_t n) {
 
 /* Compare against the reference; returns 1 if every element is acceptable. */
 static int check_case(const layer_case *c, uint64_t seed, int threads) {
+  const int declined = declined_by_winograd(c->k);
+  if (declined) return declined > 0;
   tensors t;
   make_tensors(c, seed, &t);
   void *y = tu_xmalloc(t.y_bytes);
@@ -134,6 +157,8 @@ static int check_case(const layer_case *c, uint64_t seed, int threads) {
 
 /* Same bytes for every thread count and for a repeated run. */
 static int check_determinism(const layer_case *c, uint64_t seed) {
+  const int declined = declined_by_winograd(c->k);
+  if (declined) return declined > 0;
   tensors t;
   make_tensors(c, seed, &t);
   void *first = tu_xmalloc(t.y_bytes), *y = tu_xmalloc(t.y_bytes);
@@ -214,6 +239,8 @@ static void describe_layer(const convpool_layer *l, int64_t batch, int64_t h, in
 /* One layer against the reference, at 1 and 3 threads (same bytes). */
 static int check_layer(const convpool_layer *l, int64_t batch, int64_t h, int64_t w, int bias,
                        uint64_t seed, const float *special_bias) {
+  const int declined = declined_by_winograd(l->k);
+  if (declined) return declined > 0;
   layer_case c = {l->dtype, batch, l->c_in, l->c_out, h, w, l->k, l->pool, bias, (int)(seed & 1)};
   tensors t;
   make_tensors(&c, seed, &t);
@@ -240,6 +267,12 @@ static int check_layer(const convpool_layer *l, int64_t batch, int64_t h, int64_
     o.algo = g_algo;
     convpool_status st = convpool_layer_run(l, t.x, batch, h, w, t.w, t.bias,
                                             threads == 1 ? y1 : y3, y_n * es, &o);
+    if (st == CONVPOOL_UNSUPPORTED && g_algo == CONVPOOL_ALGO_WINOGRAD &&
+        (l->padding[0] > 1 || l->padding[1] > 1 || l->padding[2] > 1 || l->padding[3] > 1)) {
+      free(y1), free(y3), free(ref), free(bound); /* declined, as it must */
+      free_tensors(&t);
+      return 1;
+    }
     if (st != CONVPOOL_SUCCESS) {
       printf("layer %s: %s: %s\n", d, convpool_status_string(st), convpool_last_error());
       ok = 0;
@@ -321,6 +354,8 @@ static int check_layer_grid(int *cases) {
 
 /* x = [[-inf, 1], [1, 1]], w = 1, bias = +inf, pool 2: torch gives NaN. */
 static int check_infinite_bias(void) {
+  const int declined = declined_by_winograd(1);
+  if (declined) return declined > 0;
   const float x[4] = {-INFINITY, 1, 1, 1}, w[1] = {1}, b[1] = {INFINITY};
   float y[1] = {0};
   convpool_options o;
@@ -336,10 +371,57 @@ static int check_infinite_bias(void) {
   return 1;
 }
 
+/* Winograd and shift-reduce agree on which outputs are NaN or +-Inf, and on
+   their values, for scattered non-finite inputs (tiles holding one are
+   computed by shift-reduce); the finite outputs agree within the bound. */
+static int check_nonfinite_vs_sr(convpool_dtype dtype) {
+  layer_case c = {dtype, 2, 8, 13, 37, 41, 3, 2, 1, 1};
+  tensors t;
+  make_tensors(&c, 123, &t);
+  const float specials[] = {NAN, INFINITY, -INFINITY};
+  for (int i = 0; i < 12; i++) {
+    const size_t at = (size_t)(i * 7919) % t.x_n;
+    const float v = specials[i % 3];
+    if (dtype == CONVPOOL_FLOAT16) ((uint16_t *)t.x)[at] = cp_float_to_half(v);
+    else if (dtype == CONVPOOL_BFLOAT16) ((uint16_t *)t.x)[at] = cp_float_to_bf16(v);
+    else ((float *)t.x)[at] = v;
+  }
+  void *ys = tu_xmalloc(t.y_bytes), *yw = tu_xmalloc(t.y_bytes);
+  const convpool_algo keep = g_algo;
+  g_algo = CONVPOOL_ALGO_SHIFT_REDUCE;
+  int ok = run(&c, &t, 2, ys);
+  g_algo = keep;
+  ok = ok && run(&c, &t, 3, yw);
+  double *ref = tu_xmalloc(t.y_n * sizeof(double)), *bound = tu_xmalloc(t.y_n * sizeof(double));
+  cp_reference(dtype, t.x, c.batch, c.c_in, c.height, c.width, t.w, c.c_out, c.k, t.bias, c.pool,
+               ref, bound);
+  int specials_seen = 0;
+  for (size_t i = 0; ok && i < t.y_n; i++) {
+    const double s = get(dtype, ys, i), w = get(dtype, yw, i);
+    if (isfinite(s) && isfinite(w)) {
+      ok = close_enough(dtype, w, ref[i], bound[i]);
+    } else {
+      specials_seen++;
+      ok = (isnan(s) && isnan(w)) || s == w;
+    }
+    if (!ok) printf("non-finite vs sr %s at %zu: winograd %g, shift-reduce %g\n",
+                    convpool_dtype_name(dtype), i, w, s);
+  }
+  if (ok && specials_seen == 0) {
+    printf("non-finite vs sr: no non-finite output, the test is not testing\n");
+    ok = 0;
+  }
+  free(ref), free(bound), free(ys), free(yw);
+  free_tensors(&t);
+  return ok;
+}
+
 /* bf16 subnormals: x = w = 1e-20, c_in = 2, k = 1. The products (1e-40) and
    their sum are subnormal: vdpbf16ps (the avx512bf16 kernel) flushes them
    to 0, every other kernel keeps them (convpool.h, CONVPOOL_BFLOAT16). */
 static int check_bf16_subnormals(void) {
+  const int declined = declined_by_winograd(1);
+  if (declined) return declined > 0;
   const uint16_t v = cp_float_to_bf16(1e-20f);
   const uint16_t x[2] = {v, v}, w[2] = {v, v};
   uint16_t y[1] = {0x7fff};
@@ -386,6 +468,7 @@ int main(int argc, char **argv) {
   skip_unless_isa_runs();
   if (argc > 1 && strcmp(argv[1], "im2col") == 0) g_algo = CONVPOOL_ALGO_IM2COL;
   if (argc > 1 && strcmp(argv[1], "sr") == 0) g_algo = CONVPOOL_ALGO_SHIFT_REDUCE;
+  if (argc > 1 && strcmp(argv[1], "winograd") == 0) g_algo = CONVPOOL_ALGO_WINOGRAD;
   const int64_t ks[] = {1, 2, 3, 5};
   const int64_t chans[] = {1, 3, 16, 17, 64};
   const int64_t sizes[] = {0, 1, 2, 4, 7, 12, 23, 36}; /* added to k */
@@ -444,6 +527,12 @@ int main(int argc, char **argv) {
   if (!check_nonfinite(CONVPOOL_FLOAT32)) failures++;
   if (!check_nonfinite(CONVPOOL_FLOAT16)) failures++;
   if (!check_nonfinite(CONVPOOL_BFLOAT16)) failures++;
+  if (g_algo == CONVPOOL_ALGO_WINOGRAD) {
+    cases += 3;
+    if (!check_nonfinite_vs_sr(CONVPOOL_FLOAT32)) failures++;
+    if (!check_nonfinite_vs_sr(CONVPOOL_FLOAT16)) failures++;
+    if (!check_nonfinite_vs_sr(CONVPOOL_BFLOAT16)) failures++;
+  }
   convpool_info info;
   convpool_get_info(&info);
   printf("isa %s, algo %s: %d cases, %d failed\n", info.isa, argc > 1 ? argv[1] : "auto", cases,

@@ -42,7 +42,7 @@ static void usage(FILE *f) {
           "  --pool P                  max pool P x P, stride P (default 2; 1 = none)\n"
           "  --bias | --no-bias        add a bias after the max (default on)\n"
           "  --threads N               threads (default: usable CPUs)\n"
-          "  --impl auto|sr|im2col     algorithm (default auto)\n"
+          "  --impl auto|sr|im2col|winograd  algorithm (default auto; winograd: k = 3)\n"
           "  --rows-per-item N         pooled rows per work item (default: planned)\n"
           "  --warmup N --iters N      timing runs (default 2 and 10)\n"
           "  --seed S                  data seed (default 0)\n"

@@ -328,7 +328,7 @@ class Operator:
              (float32_to_bfloat16); x and out must then be uint16 bit
              patterns. A library without bfloat16 raises UnsupportedError.
     threads  worker threads; None or 0 = the library's choice (usable CPUs).
-    impl     "auto", "sr" (shift-reduce) or "im2col".
+    impl     "auto", "sr" (shift-reduce), "im2col" or "winograd" (k = 3 only).
     rows_per_item  pooled rows per work item; 0 = the plan decides.
 
     Calls are serialised per Operator: concurrent op(x) from several Python

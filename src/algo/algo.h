@@ -37,12 +37,20 @@ typedef struct cp_algorithm {
      buf_bytes of pl (shapes and kernels are set). Returns 0 on overflow. */
   int (*geometry)(cp_plan *pl, int64_t conv_rows, int64_t conv_cols);
 
+  /* Optional: choose the item size itself for `forced` pooled rows per item
+     (0: free): set group, col_block and the geometry (through geometry()),
+     row_groups and col_blocks of pl; the plan then makes channel groups.
+     NULL: the plan's search over geometry() within the per-ISA budgets. */
+  convpool_status (*choose_items)(cp_plan *pl, int64_t forced);
+
   /* Pack the input of item `it` into panel (panel_bytes). */
   void (*pack_item)(const cp_run *r, cp_item *it, float *panel);
 
   /* The conv output of channel block cb over the item's conv region into
      buf: conv row it->y0 + y, column it->x0 + x of channel m at
-     buf[m * buf_cols + y * buf_row_ld + x] (no bias, no activation). */
+     buf[m * buf_cols + y * buf_row_ld + x] (no bias, no activation). The
+     driver calls it for cb = cb0, cb0 + 1, ..., cb1 - 1 in this order, on the
+     thread that packed the item, with buf (buf_bytes) kept between the calls. */
   void (*compute_block)(const cp_run *r, const cp_item *it, const float *panel, int64_t cb,
                         float *buf);
 

@@ -25,6 +25,22 @@ void CP_FN(const void *xv, size_t cs, size_t rs, size_t c_in, size_t k, const fl
   for (int m = 0; m < CP_MR; m++)
 #pragma GCC unroll 4
     for (int v = 0; v < CP_NRV; v++) acc[m][v] = CP_ZERO();
+  if (k == 1) { /* a GEMM (im2col, Winograd): one loop, the same order of sums */
+    for (size_t c = 0; c < c_in; c++) {
+      const CP_ELEM *xr = x + c * cs;
+      CP_XVEC xin[CP_NRV];
+#pragma GCC unroll 4
+      for (int v = 0; v < CP_NRV; v++) xin[v] = CP_LOAD(xr + CP_LANES * v);
+#pragma GCC unroll 16
+      for (int m = 0; m < CP_MR; m++) {
+        const CP_BVEC b = CP_BCAST(w + m);
+#pragma GCC unroll 4
+        for (int v = 0; v < CP_NRV; v++) acc[m][v] = CP_MAC(acc[m][v], b, xin[v]);
+      }
+      w += CP_MR;
+    }
+    c_in = 0;
+  }
   for (size_t c = 0; c < c_in; c++) {
     for (size_t i = 0; i < k; i++) {
       const CP_ELEM *xr = x + c * cs + i * rs;

@@ -23,7 +23,7 @@
  *   7 width      as height
  *   8 threads    b % 6; 254 -> 1025, 255 -> -1
  *   9 rows/item  0 for b < 128, else (b - 128) % 10; 255 -> -1
- *  10 algo       0-2 auto, 3-4 shift-reduce, 5-6 im2col, 7 an invalid value (next byte)
+ *  10 algo       0-2 auto, 3-4 shift-reduce, 5-6 im2col, 7 an invalid value (next byte; 3 is winograd, not drawn)
  *  11 flags      1 bias, 2 dst_bytes too small, 4 dst placed over src,
  *                8 skip the one-shot call, 16 fail an allocation,
  *                32 a convpool_layer: five more bytes follow the header (below),
@@ -160,7 +160,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const convpool_algo algo = b < 3   ? CONVPOOL_ALGO_AUTO
                              : b < 5 ? CONVPOOL_ALGO_SHIFT_REDUCE
                              : b < 7 ? CONVPOOL_ALGO_IM2COL
-                                     : (convpool_algo)(3 + (int)(next(&in) % 50));
+                                     : (convpool_algo)(4 + (int)(next(&in) % 50));
   const unsigned flags = next(&in);
   const unsigned b_amount = next(&in);
   const unsigned b_fail = next(&in);

@@ -181,8 +181,14 @@ class TestOperator(unittest.TestCase):
             self.assertIn("im2col", op.describe(self.x.shape).splitlines()[0])
         np.testing.assert_allclose(got, want, rtol=1e-5)
         np.testing.assert_allclose(got, expected(self.x, self.w), rtol=1e-5)
+        with convpool.Operator(self.w, impl="winograd") as op:
+            got = op(self.x)
+            self.assertIn("winograd", op.describe(self.x.shape).splitlines()[0])
+        np.testing.assert_allclose(got, expected(self.x, self.w), rtol=1e-5, atol=1e-6)
+        with self.assertRaises(convpool.UnsupportedError):  # 3x3 filters only
+            convpool.Operator(data((5, 3, 5, 5), seed=2), impl="winograd")
         with self.assertRaises(ValueError):
-            convpool.Operator(self.w, impl="winograd")
+            convpool.Operator(self.w, impl="fft")
 
 
 class TestErrors(unittest.TestCase):

@@ -1,0 +1,104 @@
+/* Portable Winograd transforms (one tile at a time), the multiply stage and dispatch. */
+#include "winograd.h"
+
+#include "transform-1d.h"
+
+#define CP_W_T float
+#define CP_W_ADD(x, y) ((x) + (y))
+#define CP_W_SUB(x, y) ((x) - (y))
+#define CP_W_MUL(x, y) ((x) * (y))
+#define CP_W_FMA(x, y, z) ((x) * (y) + (z))
+#define CP_W_FNMA(x, y, z) ((z) - (x) * (y))
+#define CP_W_K(c) (c)
+
+size_t cp_wino_input_scalar(const float *panel, size_t cs, size_t ld, size_t c_in,
+                            size_t tiles, size_t tw_pad, size_t nr, float *v, size_t vs,
+                            unsigned char *flags) {
+  const size_t lanes = (tiles + nr - 1) / nr * nr;
+  size_t flagged = 0;
+  for (size_t n = 0; n < lanes; n++) {
+    float check = 0.0f;
+    float *vn = v + (n / nr) * CP_WINO_POINTS * vs + n % nr;
+    const float *pn = panel + (n / tw_pad) * 4 * ld + (n % tw_pad) * 4;
+    for (size_t c = 0; c < c_in; c++) {
+      float h[6][6], o[6][6];
+      if (n >= tiles) {
+        for (int x = 0; x < 36; x++) vn[(size_t)x * vs + c * nr] = 0.0f;
+        continue;
+      }
+      for (int i = 0; i < 6; i++) { /* rows: B^T along each input row */
+        const float *d = pn + c * cs + (size_t)i * ld;
+        CP_W_INPUT_1D(d[0], d[1], d[2], d[3], d[4], d[5], h[i][0], h[i][1], h[i][2], h[i][3],
+                      h[i][4], h[i][5]);
+      }
+      for (int s = 0; s < 6; s++) /* columns */
+        CP_W_INPUT_1D(h[0][s], h[1][s], h[2][s], h[3][s], h[4][s], h[5][s], o[0][s], o[1][s],
+                      o[2][s], o[3][s], o[4][s], o[5][s]);
+      /* o[0][0], o[0][5], o[5][0] and o[5][5] depend on every input element */
+      check += ((o[0][0] + o[0][5]) + (o[5][0] + o[5][5])) * 0.0f;
+      for (int x = 0; x < 36; x++) vn[(size_t)x * vs + c * nr] = o[x / 6][x % 6];
+    }
+    if (n < tiles) {
+      flags[n] = check != 0.0f;
+      flagged += flags[n];
+    }
+  }
+  return flagged;
+}
+
+void cp_wino_output_scalar(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
+                           size_t tiles, size_t tw_pad, size_t dy, size_t dx, float *buf,
+                           size_t buf_cols, size_t buf_ld) {
+  const size_t xi_stride = mr_stride * t_alloc;
+  for (size_t ch = 0; ch < mr; ch++)
+    for (size_t n = 0; n < tiles; n++) {
+      const float *mn = m + ch * t_alloc + n;
+      float t[6][4], y[4][4];
+      for (int r = 0; r < 6; r++) { /* A^T along each row of M */
+        const float *x = mn + (size_t)(6 * r) * xi_stride;
+        CP_W_OUTPUT_1D(x[0], x[xi_stride], x[2 * xi_stride], x[3 * xi_stride],
+                       x[4 * xi_stride], x[5 * xi_stride], t[r][0], t[r][1], t[r][2], t[r][3]);
+      }
+      for (int q = 0; q < 4; q++)
+        CP_W_OUTPUT_1D(t[0][q], t[1][q], t[2][q], t[3][q], t[4][q], t[5][q], y[0][q], y[1][q],
+                       y[2][q], y[3][q]);
+      const size_t y0 = (n / tw_pad) * 4, x0 = (n % tw_pad) * 4;
+      for (size_t r = 0; r < 4; r++)
+        for (size_t q = 0; q < 4; q++)
+          if (y0 + r >= dy && x0 + q >= dx)
+            buf[ch * buf_cols + (y0 + r - dy) * buf_ld + x0 + q - dx] = y[r][q];
+    }
+}
+
+void cp_wino_multiply(const cp_sr_ukernel *uk, const cp_sr_ukernel *uk_tail, int64_t co_blocks,
+                      const float *u, size_t u_xi_stride, const float *v, size_t vs,
+                      size_t c_in, size_t nblk, int64_t cb0, int64_t cb1, float *m) {
+  const size_t nr = (size_t)uk->nr, mr = (size_t)uk->mr, t_alloc = nblk * nr;
+  for (size_t xi = 0; xi < CP_WINO_POINTS; xi++)
+    for (int64_t cb = cb0; cb < cb1; cb++) {
+      const cp_sr_ukernel_fn fn = cb + 1 == co_blocks ? uk_tail->fn : uk->fn;
+      const float *w = u + xi * u_xi_stride + (size_t)cb * mr * c_in;
+      float *mx = m + ((size_t)(cb - cb0) * CP_WINO_POINTS + xi) * mr * t_alloc;
+      for (size_t blk = 0; blk < nblk; blk++)
+        fn(v + (blk * CP_WINO_POINTS + xi) * vs, nr, 0, c_in, 1, w, mx + blk * nr,
+           t_alloc);
+    }
+}
+
+static const cp_wino_transforms cp_wino_impls[] = {
+    {"wino-f43-scalar", CP_ISA_SCALAR, 1, cp_wino_input_scalar, cp_wino_output_scalar},
+    {"wino-f43-avx2", CP_ISA_AVX2, 8, cp_wino_input_avx2, cp_wino_output_avx2},
+    {"wino-f43-avx512", CP_ISA_AVX512, 16, cp_wino_input_avx512, cp_wino_output_avx512},
+};
+
+const cp_wino_transforms *cp_wino_transforms_list(size_t *count) {
+  *count = sizeof cp_wino_impls / sizeof cp_wino_impls[0];
+  return cp_wino_impls;
+}
+
+const cp_wino_transforms *cp_wino_transforms_select(cp_isa isa) {
+  const cp_wino_transforms *best = &cp_wino_impls[0];
+  for (size_t i = 0; i < sizeof cp_wino_impls / sizeof cp_wino_impls[0]; i++)
+    if (cp_wino_impls[i].isa <= isa && cp_wino_impls[i].isa >= best->isa) best = &cp_wino_impls[i];
+  return best;
+}

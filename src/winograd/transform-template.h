@@ -1,0 +1,138 @@
+/*
+ * Template of the vector Winograd transforms (see winograd.h). A vector of
+ * CP_VW lanes holds CP_VW/4 tiles x 4 columns as loaded; an in-lane 4x4
+ * transpose of four such vectors (unpack, shuffle: no lane crossing) turns
+ * them into vectors whose lanes run over CP_VW tiles, lane 4k + u holding
+ * tile k of load u. The output transform undoes it with the same transpose.
+ *
+ * Define before including: CP_V (vector type), CP_VW (lanes), CP_W_LOADU,
+ * CP_W_STOREU, CP_W_SET1, CP_W_ZERO, CP_W_ADD, CP_W_SUB, CP_W_MUL, CP_W_FMA,
+ * CP_W_FNMA, CP_W_UNPACKLO, CP_W_UNPACKHI, CP_W_SHUF (per 128-bit lane),
+ * CP_W_INPUT_FN, CP_W_OUTPUT_FN.
+ */
+#include <immintrin.h>
+
+#include "transform-1d.h"
+#include "winograd.h"
+
+#define CP_W_T CP_V
+#define CP_W_K(c) CP_W_SET1(c)
+#define CP_W_U (CP_VW / 4) /* tiles per loaded vector */
+
+/* In-lane 4x4 transpose of a0..a3 into o0..o3. */
+#define CP_W_TRANSPOSE4(a0, a1, a2, a3, o0, o1, o2, o3) \
+  do {                                                  \
+    const CP_V t0_ = CP_W_UNPACKLO(a0, a1);             \
+    const CP_V t1_ = CP_W_UNPACKHI(a0, a1);             \
+    const CP_V t2_ = CP_W_UNPACKLO(a2, a3);             \
+    const CP_V t3_ = CP_W_UNPACKHI(a2, a3);             \
+    o0 = CP_W_SHUF(t0_, t2_, 0x44);                     \
+    o1 = CP_W_SHUF(t0_, t2_, 0xEE);                     \
+    o2 = CP_W_SHUF(t1_, t3_, 0x44);                     \
+    o3 = CP_W_SHUF(t1_, t3_, 0xEE);                     \
+  } while (0)
+
+size_t CP_W_INPUT_FN(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles,
+                     size_t tw_pad, size_t nr, float *v, size_t vs, unsigned char *flags) {
+  const size_t lanes = (tiles + nr - 1) / nr * nr;
+  const CP_V zero = CP_W_ZERO();
+  size_t flagged = 0;
+  for (size_t g0 = 0; g0 < lanes; g0 += CP_VW) {
+    CP_V check = CP_W_ZERO();
+    float *vg = v + (g0 / nr) * CP_WINO_POINTS * vs + g0 % nr;
+    /* Each load covers CP_W_U tiles of one tile row (tw_pad is a multiple of
+       4). Loads past the last tile repeat the first one: finite, ignored. */
+    const float *src[4];
+    for (size_t u = 0; u < 4; u++) {
+      size_t n = g0 + u * CP_W_U;
+      if (n >= tiles) n = g0 < tiles ? g0 : 0;
+      src[u] = panel + (n / tw_pad) * 4 * ld + (n % tw_pad) * 4;
+    }
+    for (size_t c = 0; c < c_in; c++) {
+      CP_V h[6][6];
+      for (size_t i = 0; i < 6; i++) { /* B^T along each input row of the tiles */
+        const size_t off = c * cs + i * ld;
+        const CP_V a0 = CP_W_LOADU(src[0] + off), a1 = CP_W_LOADU(src[1] + off);
+        const CP_V a2 = CP_W_LOADU(src[2] + off), a3 = CP_W_LOADU(src[3] + off);
+        const CP_V b0 = CP_W_LOADU(src[0] + off + 4), b1 = CP_W_LOADU(src[1] + off + 4);
+        const CP_V b2 = CP_W_LOADU(src[2] + off + 4), b3 = CP_W_LOADU(src[3] + off + 4);
+        CP_V d0, d1, d2, d3;
+        CP_W_TRANSPOSE4(a0, a1, a2, a3, d0, d1, d2, d3);
+        const CP_V e0 = CP_W_UNPACKLO(b0, b1), e1 = CP_W_UNPACKLO(b2, b3);
+        const CP_V d4 = CP_W_SHUF(e0, e1, 0x44), d5 = CP_W_SHUF(e0, e1, 0xEE);
+        CP_W_INPUT_1D(d0, d1, d2, d3, d4, d5, h[i][0], h[i][1], h[i][2], h[i][3], h[i][4],
+                      h[i][5]);
+      }
+      float *vc = vg + c * nr;
+      for (size_t s = 0; s < 6; s++) { /* B^T along each column */
+        CP_V o0, o1, o2, o3, o4, o5;
+        CP_W_INPUT_1D(h[0][s], h[1][s], h[2][s], h[3][s], h[4][s], h[5][s], o0, o1, o2, o3, o4,
+                      o5);
+        CP_W_STOREU(vc + (0 * 6 + s) * vs, o0);
+        CP_W_STOREU(vc + (1 * 6 + s) * vs, o1);
+        CP_W_STOREU(vc + (2 * 6 + s) * vs, o2);
+        CP_W_STOREU(vc + (3 * 6 + s) * vs, o3);
+        CP_W_STOREU(vc + (4 * 6 + s) * vs, o4);
+        CP_W_STOREU(vc + (5 * 6 + s) * vs, o5);
+        /* V[0][0], V[0][5], V[5][0], V[5][5] together depend on every input
+           element: a NaN or Inf anywhere makes one of them non-finite. */
+        if (s == 0 || s == 5) check = CP_W_FMA(CP_W_ADD(o0, o5), zero, check);
+      }
+    }
+    /* Lane 4k + u holds tile k of load u. */
+    float lane_check[CP_VW];
+    CP_W_STOREU(lane_check, check);
+    for (size_t l = 0; l < CP_VW; l++) {
+      const size_t n = g0 + (l % 4) * CP_W_U + l / 4;
+      if (n < tiles) {
+        flags[n] = lane_check[l] != 0.0f;
+        flagged += flags[n];
+      }
+    }
+  }
+  return flagged;
+}
+
+void CP_W_OUTPUT_FN(const float *m, size_t t_alloc, size_t mr_stride, size_t mr, size_t tiles,
+                    size_t tw_pad, size_t dy, size_t dx, float *buf, size_t buf_cols,
+                    size_t buf_ld) {
+  const size_t xs = mr_stride * t_alloc;
+  for (size_t ch = 0; ch < mr; ch++)
+    for (size_t g0 = 0; g0 < tiles; g0 += CP_VW) {
+      const float *mg = m + ch * t_alloc + g0;
+      CP_V t[6][4];
+      for (size_t r = 0; r < 6; r++) { /* A^T along each row of M */
+        const float *x = mg + 6 * r * xs;
+        CP_W_OUTPUT_1D(CP_W_LOADU(x), CP_W_LOADU(x + xs), CP_W_LOADU(x + 2 * xs),
+                       CP_W_LOADU(x + 3 * xs), CP_W_LOADU(x + 4 * xs), CP_W_LOADU(x + 5 * xs),
+                       t[r][0], t[r][1], t[r][2], t[r][3]);
+      }
+      size_t row0[4], col0[4], units = 0; /* of each load's first tile, in the tiles */
+      for (size_t u = 0; u < 4; u++) {
+        const size_t n = g0 + u * CP_W_U;
+        if (n >= tiles) break;
+        row0[u] = (n / tw_pad) * 4, col0[u] = (n % tw_pad) * 4;
+        units++;
+      }
+      float *const out = buf + ch * buf_cols;
+      CP_V y[4][4];
+      for (size_t q = 0; q < 4; q++) /* A^T along each column */
+        CP_W_OUTPUT_1D(t[0][q], t[1][q], t[2][q], t[3][q], t[4][q], t[5][q], y[0][q], y[1][q],
+                       y[2][q], y[3][q]);
+      for (size_t r = 0; r < 4; r++) {
+        CP_V o[4];
+        CP_W_TRANSPOSE4(y[r][0], y[r][1], y[r][2], y[r][3], o[0], o[1], o[2], o[3]);
+        for (size_t u = 0; u < units; u++) {
+          if (row0[u] + r < dy) continue; /* above the buffer's origin */
+          float *to = out + (row0[u] + r - dy) * buf_ld;
+          if (col0[u] >= dx) {
+            CP_W_STOREU(to + col0[u] - dx, o[u]);
+          } else { /* the first tile starts left of the origin */
+            float lane[CP_VW];
+            CP_W_STOREU(lane, o[u]);
+            for (size_t l = dx - col0[u]; l < CP_VW; l++) to[col0[u] + l - dx] = lane[l];
+          }
+        }
+      }
+    }
+}
