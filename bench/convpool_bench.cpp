@@ -81,6 +81,7 @@ const char *algo_name(convpool_algo a) {
   switch (a) {
     case CONVPOOL_ALGO_SHIFT_REDUCE: return "sr";
     case CONVPOOL_ALGO_IM2COL: return "im2col";
+    case CONVPOOL_ALGO_WINOGRAD: return "winograd";
     case CONVPOOL_ALGO_AUTO: break;
   }
   return "auto";
