@@ -39,16 +39,6 @@ static const char *cp_wino_declines(const cp_layer *layer, const cp_cpu *cpu, ch
              (long long)layer->k);
     return why;
   }
-  for (int side = 0; side < 4; side++)
-    if (layer->pad[side] > 1) {
-      /* A 4x4 tile's error scales with all of its 6x6 input: outputs whose
-         3x3 window is mostly padding would miss the contract's bound. */
-      snprintf(why, capacity,
-               "Winograd F(4x4,3x3) takes conv padding up to 1 (padding %lld leaves outputs "
-               "whose window is mostly zeros, beyond its error bound)",
-               (long long)layer->pad[side]);
-      return why;
-    }
   return NULL;
 }
 
@@ -306,6 +296,31 @@ static unsigned char *cp_wino_flags(const cp_plan *pl, const float *panel) {
   return (unsigned char *)(cp_wino_v(pl, panel) + v);
 }
 
+/*
+ * With conv padding above 1, an output whose 3x3 window is mostly zeros has
+ * a tiny sum |x*w| while its tile's error scales with the whole 6x6 input:
+ * tiles whose input reaches into such padding go to shift-reduce too.
+ * Returns 1 if any tile of the item was flagged.
+ */
+static unsigned cp_wino_flag_border(const cp_plan *pl, const cp_wino_tiles *t,
+                                    unsigned char *flags) {
+  const int64_t *pad = pl->pad;
+  if (pad[CP_TOP] <= 1 && pad[CP_LEFT] <= 1 && pad[CP_BOTTOM] <= 1 && pad[CP_RIGHT] <= 1)
+    return 0;
+  unsigned any = 0;
+  for (size_t tr = 0; tr < t->th; tr++) {
+    const int64_t y = (int64_t)(4 * (t->ty0 + tr)) - pad[CP_TOP]; /* first input row */
+    const int rows_out = (pad[CP_TOP] > 1 && y < 0) || (pad[CP_BOTTOM] > 1 && y + 6 > pl->height);
+    for (size_t tc = 0; tc < t->tw; tc++) {
+      const int64_t x = (int64_t)(4 * (t->tx0 + tc)) - pad[CP_LEFT];
+      const int out = rows_out || (pad[CP_LEFT] > 1 && x < 0) ||
+                      (pad[CP_RIGHT] > 1 && x + 6 > pl->width);
+      if (out) flags[tr * t->tw_pad + tc] = 1, any = 1;
+    }
+  }
+  return any;
+}
+
 static void cp_wino_pack_item(const cp_run *r, cp_item *it, float *panel) {
   const cp_plan *pl = r->pl;
   const cp_wino_tiles t = cp_wino_tiles_of_item(pl, it);
@@ -317,7 +332,7 @@ static void cp_wino_pack_item(const cp_run *r, cp_item *it, float *panel) {
   const size_t bad = tf->input(panel, pl->panel_cs, pl->panel_ld, (size_t)pl->c_in, t.tiles,
                                t.tw_pad, nr, cp_wino_v(pl, panel),
                                cp_wino_v_stride((size_t)pl->c_in, nr), cp_wino_flags(pl, panel));
-  it->flags = bad != 0;
+  it->flags = (bad != 0) | cp_wino_flag_border(pl, &t, cp_wino_flags(pl, panel));
 }
 
 /* Shift-reduce over the tiles flagged non-finite, into the tile buffer. */
@@ -381,7 +396,7 @@ static void cp_wino_describe(const cp_plan *pl, char *text, size_t capacity) {
   snprintf(text, capacity,
            "fp32; F(4x4,3x3), points 0, +-5/8, +-3/2; up to %zu x %zu tiles per item (%zu lanes in "
            "%zu blocks of %d), V %zu KiB; products of %zu channel blocks per pass; transforms %s; "
-           "tiles with a NaN or Inf input: shift-reduce",
+           "tiles with a NaN or Inf input (or in conv padding above 1): shift-reduce",
            t.th, t.tw, t.tiles, t.nblk, pl->uk->nr, v * sizeof(float) >> 10,
            cp_wino_pass(pl, t.t_alloc), cp_wino_transforms_select(pl->uk->isa)->name);
 }
