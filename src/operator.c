@@ -78,8 +78,8 @@ static convpool_status cp_op_claim(convpool_op *op, int to, const char *what) {
 
 static convpool_status cp_op_plan(const convpool_op *op, int64_t batch, int64_t height,
                                   int64_t width, cp_plan *pl) {
-  return cp_plan_make(&op->layer, op->algo, &op->setup, op->threads, op->rows_per_item, batch,
-                      height, width, pl);
+  return (op->requested == CONVPOOL_ALGO_AUTO ? cp_plan_make_auto : cp_plan_make)(
+      &op->layer, op->algo, &op->setup, op->threads, op->rows_per_item, batch, height, width, pl);
 }
 
 /* ---- lifecycle ---- */
@@ -345,6 +345,12 @@ convpool_status convpool_op_describe(const convpool_op *op, int64_t batch, int64
   const cp_algorithm *algo;
   if (op->requested == CONVPOOL_ALGO_AUTO)
     cp_algorithm_choose(CONVPOOL_ALGO_AUTO, &op->layer, cp_cpu_get(), &algo, choice, sizeof choice);
+  if (pl.handed_over != NULL) {
+    const size_t used = strlen(choice);
+    snprintf(choice + used, sizeof choice - used,
+             "auto           %s hands this run to %s (too little work for its transforms)\n",
+             pl.handed_over->name, pl.algo->name);
+  }
   cp_plan_describe(&pl, op->layer.dtype, choice, op->epilogue.name, text, capacity);
   return CONVPOOL_SUCCESS;
 }

@@ -146,9 +146,25 @@ int64_t cp_pooled_size(int64_t conv, int64_t pool, int64_t stride, int64_t pad_l
   return n;
 }
 
+static convpool_status cp_plan_run(const cp_layer *layer, const cp_algorithm *algo, int auto_choice,
+                                   const cp_algo_setup *setup, int threads, int64_t rows_per_item,
+                                   int64_t batch, int64_t height, int64_t width, cp_plan *pl);
+
 convpool_status cp_plan_make(const cp_layer *layer, const cp_algorithm *algo,
                              const cp_algo_setup *setup, int threads, int64_t rows_per_item,
                              int64_t batch, int64_t height, int64_t width, cp_plan *pl) {
+  return cp_plan_run(layer, algo, 0, setup, threads, rows_per_item, batch, height, width, pl);
+}
+
+convpool_status cp_plan_make_auto(const cp_layer *layer, const cp_algorithm *algo,
+                                  const cp_algo_setup *setup, int threads, int64_t rows_per_item,
+                                  int64_t batch, int64_t height, int64_t width, cp_plan *pl) {
+  return cp_plan_run(layer, algo, 1, setup, threads, rows_per_item, batch, height, width, pl);
+}
+
+static convpool_status cp_plan_run(const cp_layer *layer, const cp_algorithm *algo, int auto_choice,
+                                   const cp_algo_setup *setup, int threads, int64_t rows_per_item,
+                                   int64_t batch, int64_t height, int64_t width, cp_plan *pl) {
   convpool_status st;
   if ((st = cp_check_positive("batch", batch)) != CONVPOOL_SUCCESS) return st;
   if ((st = cp_check_positive("height", height)) != CONVPOOL_SUCCESS) return st;
@@ -198,6 +214,10 @@ convpool_status cp_plan_make(const cp_layer *layer, const cp_algorithm *algo,
 
   const cp_cpu *cpu = cp_cpu_get();
   pl->algo = algo;
+  if (auto_choice && algo->hands_over != NULL && algo->hands_over(layer, batch, pl->oh, pl->ow)) {
+    pl->handed_over = algo;
+    pl->algo = algo->hand_over_to;
+  }
   pl->uk = setup->uk;
   pl->uk_tail = setup->uk_tail;
   pl->cfg = cp_blocking_for(setup->uk->isa);

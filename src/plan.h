@@ -60,6 +60,7 @@ typedef struct cp_plan {
   size_t elem_size, src_bytes, dst_bytes;
   /* algorithm and microkernels */
   const struct cp_algorithm *algo;
+  const struct cp_algorithm *handed_over; /* auto's choice, when it handed this run to algo */
   const cp_blocking *cfg;
   const cp_sr_ukernel *uk;
   const cp_sr_ukernel *uk_tail;
@@ -100,6 +101,12 @@ int64_t cp_pooled_size(int64_t conv, int64_t pool, int64_t stride, int64_t pad_l
 convpool_status cp_plan_make(const cp_layer *layer, const struct cp_algorithm *algo,
                              const cp_algo_setup *setup, int threads, int64_t rows_per_item,
                              int64_t batch, int64_t height, int64_t width, cp_plan *pl);
+
+/* The same, for an algorithm auto chose: the run may be handed over (the
+   algorithm's hands_over rule); pl->handed_over then says so. */
+convpool_status cp_plan_make_auto(const cp_layer *layer, const struct cp_algorithm *algo,
+                                  const cp_algo_setup *setup, int threads, int64_t rows_per_item,
+                                  int64_t batch, int64_t height, int64_t width, cp_plan *pl);
 
 /* The plan as text (convpool_op_describe): `choice` is how auto chose the
    algorithm ("" when it was named), `epilogue` the epilogue row's name. */

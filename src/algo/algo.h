@@ -56,7 +56,20 @@ typedef struct cp_algorithm {
 
   /* One line on how an item is swept, for the plan's description. */
   void (*describe)(const cp_plan *pl, char *text, size_t capacity);
+
+  /* Optional, when auto chose this algorithm: hands_over says (with a
+     measured rule) that a run of `layer` on `batch` images of oh x ow conv
+     outputs is faster with hand_over_to, which then computes the run from
+     this algorithm's setup and packed weights (they must begin with its
+     layout). NULL: every run is this algorithm's. */
+  int (*hands_over)(const cp_layer *layer, int64_t batch, int64_t oh, int64_t ow);
+  const struct cp_algorithm *hand_over_to;
 } cp_algorithm;
+
+/* Every algorithm, by name (algorithms.inc lists them). */
+#define CP_ALGORITHM(name) extern const cp_algorithm cp_algorithm_##name;
+#include "algorithms.inc"
+#undef CP_ALGORITHM
 
 /* The shift-reduce kernels and blocked weights for a layer (shift-reduce.c;
    im2col shares them). */

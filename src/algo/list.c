@@ -4,10 +4,6 @@
 
 #include "algo.h"
 
-#define CP_ALGORITHM(name) extern const cp_algorithm cp_algorithm_##name;
-#include "algorithms.inc"
-#undef CP_ALGORITHM
-
 static const cp_algorithm *const cp_algorithms[] = {
 #define CP_ALGORITHM(name) &cp_algorithm_##name,
 #include "algorithms.inc"

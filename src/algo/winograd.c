@@ -401,6 +401,17 @@ static void cp_wino_describe(const cp_plan *pl, char *text, size_t capacity) {
            cp_wino_pass(pl, t.t_alloc), cp_wino_transforms_select(pl->uk->isa)->name);
 }
 
+/*
+ * Auto's rule, measured on 2 cores (README, "Choosing the algorithm"): the
+ * transforms and the 36 points' weights cost about as much as the products
+ * saved when batch x tiles x c_in x c_out is below 2^16 (e.g. 64 -> 64
+ * channels on an 8x8 conv output); shift-reduce computes those runs.
+ */
+static int cp_wino_hands_over(const cp_layer *layer, int64_t batch, int64_t oh, int64_t ow) {
+  const double tiles = (double)batch * (double)((oh + 3) / 4) * (double)((ow + 3) / 4);
+  return tiles * (double)layer->c_in * (double)layer->c_out < 65536.0;
+}
+
 const cp_algorithm cp_algorithm_winograd = {
     .name = "winograd",
     .id = CONVPOOL_ALGO_WINOGRAD,
@@ -413,4 +424,6 @@ const cp_algorithm cp_algorithm_winograd = {
     .pack_item = cp_wino_pack_item,
     .compute_block = cp_wino_compute_block,
     .describe = cp_wino_describe,
+    .hands_over = cp_wino_hands_over,
+    .hand_over_to = &cp_algorithm_shift_reduce,
 };

@@ -2,7 +2,7 @@
  * Soak test: random small layers against the scalar reference, with the
  * tolerance of tests/test_layer.c, over dtypes (float32, float16, bfloat16), pools,
  * filter sizes, thread counts, rows_per_item values, bias on/off, every
- * algorithm (auto, shift-reduce, im2col), and both the operator API (one operator run on three
+ * algorithm (auto, shift-reduce, im2col, Winograd with k = 3), and both the operator API (one operator run on three
  * input sizes) and the one-shot call. Half the layers also draw the layer parameters: conv
  * padding (0 .. k + 1 per side), activation, pool stride, pool padding and ceil sizing.
  *
@@ -171,7 +171,7 @@ int main(int argc, char **argv) {
   }
   const long warmup = cases / 10 > 20 ? cases / 10 : (cases > 20 ? 20 : cases);
   long rss_warm = -1, rss_max = -1, runs = 0, passed = 0, done = 0;
-  long by_dtype[3] = {0, 0, 0}, by_algo[2] = {0, 0}, one_shot = 0, forced_rows = 0;
+  long by_dtype[3] = {0, 0, 0}, by_algo[2] = {0, 0}, one_shot = 0, forced_rows = 0, wino = 0;
   long with_params = 0;
 
   for (long i = 0; i < cases; i++) {
@@ -182,6 +182,10 @@ int main(int argc, char **argv) {
     c.c_in = pick(&r, 1, MAX_CIN);
     c.c_out = pick(&r, 1, MAX_COUT);
     c.k = pick(&r, 1, MAX_K);
+    static const convpool_algo algos[4] = {CONVPOOL_ALGO_AUTO, CONVPOOL_ALGO_SHIFT_REDUCE,
+                                           CONVPOOL_ALGO_IM2COL, CONVPOOL_ALGO_WINOGRAD};
+    const convpool_algo algo = algos[pick(&r, 0, 3)];
+    if (algo == CONVPOOL_ALGO_WINOGRAD) c.k = 3; /* its filter */
     c.pool = pick(&r, 1, MAX_POOL);
     c.bias = (int)pick(&r, 0, 1);
     random_input(&r, &c);
@@ -209,10 +213,9 @@ int main(int argc, char **argv) {
     convpool_options_init(&o);
     o.threads = threads;
     o.rows_per_item = rows_per_item;
-    static const convpool_algo algos[3] = {CONVPOOL_ALGO_AUTO, CONVPOOL_ALGO_SHIFT_REDUCE,
-                                           CONVPOOL_ALGO_IM2COL};
-    o.algo = algos[pick(&r, 0, 2)];
+    o.algo = algo;
     by_algo[o.algo == CONVPOOL_ALGO_IM2COL]++;
+    wino += o.algo == CONVPOOL_ALGO_WINOGRAD;
     o.allocator = &iface;
     tu_rng data = {(uint64_t)i * 104729 + seed};
     rel_fill(b.w, rel_w_count(&c), c.dtype, &data, -1.0f, 1.0f);
@@ -278,11 +281,12 @@ int main(int argc, char **argv) {
 #endif
   }
   int failures = *rel_failure_count();
-  printf("soak: %ld cases (%ld float32, %ld float16, %ld bfloat16; %ld im2col; %ld one-shot; "
+  printf("soak: %ld cases (%ld float32, %ld float16, %ld bfloat16; %ld im2col; %ld winograd; "
+         "%ld one-shot; "
          "%ld with rows_per_item set; %ld with layer parameters), %ld runs, seed %llu: %ld passed, "
          "%d failures; peak %ld "
          "library blocks, threads back to %d\n",
-         done, by_dtype[0], by_dtype[1], by_dtype[2], by_algo[1], one_shot, forced_rows,
+         done, by_dtype[0], by_dtype[1], by_dtype[2], by_algo[1], wino, one_shot, forced_rows,
          with_params, runs,
          seed, passed, failures,
          counting.peak_live, threads_at_start);
