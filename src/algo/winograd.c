@@ -55,8 +55,10 @@ static convpool_status cp_wino_setup(const cp_layer *layer, const cp_cpu *cpu, c
     return cp_fail(CONVPOOL_UNSUPPORTED, "no float32 kernel for isa %s", cp_isa_name(cpu->isa));
   s->uk_tail = cp_sr_ukernel_tail(s->uk, (int)(layer->c_out % s->uk->mr));
   const size_t uf = cp_wino_u_floats(layer->c_out, layer->c_in, s->uk, s->uk_tail);
+  const size_t blocks = ((size_t)layer->c_out + (size_t)s->uk->mr - 1) / (size_t)s->uk->mr;
   size_t ub;
-  if (!cp_size_weights_blocked(layer, s) || uf == 0 || !cp_mul(uf, sizeof(float), &ub) ||
+  if (!cp_size_weights_blocked(layer, s) || uf == 0 || !cp_add(uf, blocks, &ub) ||
+      !cp_mul(ub, sizeof(float), &ub) ||
       !cp_add(cp_round_up(s->packed_weight_bytes, CP_CACHE_LINE), ub, &s->packed_weight_bytes))
     return cp_fail(CONVPOOL_INVALID_ARGUMENT,
                    "weights [%lld, %lld, 3, 3] have a byte count that overflows",
@@ -64,13 +66,30 @@ static convpool_status cp_wino_setup(const cp_layer *layer, const cp_cpu *cpu, c
   return CONVPOOL_SUCCESS;
 }
 
-/* Blocked weights for the non-finite tiles first, then U. */
+/* Per channel block, after U: 1 if a weight of the block is not finite. Its
+   transform would mix the Inf or NaN into every point (inf - inf), so such
+   blocks are computed by shift-reduce over every tile. */
+static const float *cp_wino_block_flags(const cp_plan *pl, const float *packed) {
+  return packed + pl->packed_weight_bytes / sizeof(float) - (size_t)pl->co_blocks;
+}
+
+/* Blocked weights for the non-finite tiles first, then U, then the blocks'
+   non-finite flags. */
 static void cp_wino_pack_weights_all(const cp_layer *layer, const cp_algo_setup *s,
                                      const void *weights, float *packed) {
   const size_t uf = cp_wino_u_floats(layer->c_out, layer->c_in, s->uk, s->uk_tail);
+  const size_t mr = (size_t)s->uk->mr, blocks = ((size_t)layer->c_out + mr - 1) / mr;
+  float *flags = packed + s->packed_weight_bytes / sizeof(float) - blocks;
   cp_pack_weights_blocked(layer, s, weights, packed);
   cp_wino_pack_weights(layer->dtype, weights, layer->c_out, layer->c_in, s->uk->mr,
-                       s->uk_tail->mr, packed + s->packed_weight_bytes / sizeof(float) - uf);
+                       s->uk_tail->mr, flags - uf);
+  const size_t per_block = s->weight_block_bytes / sizeof(float);
+  for (size_t cb = 0; cb < blocks; cb++) {
+    const size_t n = cb + 1 == blocks ? (size_t)s->uk_tail->mr * (per_block / mr) : per_block;
+    float check = 0.0f;
+    for (size_t i = 0; i < n; i++) check += packed[cb * per_block + i] * 0.0f;
+    flags[cb] = check != 0.0f ? 1.0f : 0.0f; /* NaN != 0: an Inf or a NaN */
+  }
 }
 
 /* The tiles of an item: those of the global grid that cover its conv region
@@ -337,7 +356,7 @@ static void cp_wino_pack_item(const cp_run *r, cp_item *it, float *panel) {
 
 /* Shift-reduce over the tiles flagged non-finite, into the tile buffer. */
 static void cp_wino_direct_tiles(const cp_run *r, const cp_wino_tiles *t, const float *panel,
-                                 int64_t cb, size_t channels, float *buf, float *tile) {
+                                 int64_t cb, size_t channels, float *buf, float *tile, int all) {
   const cp_plan *pl = r->pl;
   const unsigned char *flags = cp_wino_flags(pl, panel);
   const float *w = r->packed + (size_t)cb * (pl->weight_block_bytes / sizeof(float));
@@ -345,9 +364,9 @@ static void cp_wino_direct_tiles(const cp_run *r, const cp_wino_tiles *t, const 
   const size_t nr = (size_t)pl->uk->nr, ld = pl->panel_ld;
   for (size_t tr = 0; tr < t->th; tr++)
     for (size_t tc = 0; tc < t->tw_pad; tc++) {
-      if (!flags[tr * t->tw_pad + tc]) continue;
+      if (!all && !flags[tr * t->tw_pad + tc]) continue;
       const size_t x_begin = 4 * tc;
-      while (tc < t->tw_pad && flags[tr * t->tw_pad + tc]) tc++;
+      while (tc < t->tw_pad && (all || flags[tr * t->tw_pad + tc])) tc++;
       const size_t x_end = 4 * tc; /* a run of flagged tiles */
       for (size_t y = 4 * tr; y < 4 * tr + 4; y++) {
         if (y < t->dy) continue;
@@ -374,7 +393,7 @@ static void cp_wino_compute_block(const cp_run *r, const cp_item *it, const floa
   const size_t j = (size_t)(cb - it->cb0) % pass;
   if (j == 0) { /* a pass: the products of the next `pass` blocks */
     const size_t uf = cp_wino_u_floats(pl->c_out, pl->c_in, pl->uk, pl->uk_tail);
-    const float *u = r->packed + pl->packed_weight_bytes / sizeof(float) - uf;
+    const float *u = cp_wino_block_flags(pl, r->packed) - uf;
     const int64_t cb1 = cb + (int64_t)pass < it->cb1 ? cb + (int64_t)pass : it->cb1;
     cp_wino_multiply(pl->uk, pl->uk_tail, pl->co_blocks, u, uf / CP_WINO_POINTS,
                      cp_wino_v(pl, panel), cp_wino_v_stride((size_t)pl->c_in, nr),
@@ -384,9 +403,10 @@ static void cp_wino_compute_block(const cp_run *r, const cp_item *it, const floa
   const cp_wino_transforms *tf = cp_wino_transforms_select(pl->uk->isa);
   tf->output(m + j * per_block, t.t_alloc, mr, channels, t.tiles, t.tw_pad, t.dy, t.dx, buf,
              pl->buf_cols, pl->buf_row_ld);
-  if (it->flags)
+  const int block_nonfinite = cp_wino_block_flags(pl, r->packed)[cb] != 0.0f;
+  if (it->flags || block_nonfinite)
     cp_wino_direct_tiles(r, &t, panel, cb, channels, buf,
-                         m + pass * CP_WINO_POINTS * mr * full.t_alloc);
+                         m + pass * CP_WINO_POINTS * mr * full.t_alloc, block_nonfinite);
 }
 
 static void cp_wino_describe(const cp_plan *pl, char *text, size_t capacity) {

@@ -157,10 +157,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   b = next(&in);
   const int rows_per_item = b == 255 ? -1 : b < 128 ? 0 : (int)((b - 128) % 10);
   b = next(&in) % 8;
-  const convpool_algo algo = b < 3   ? CONVPOOL_ALGO_AUTO
-                             : b < 5 ? CONVPOOL_ALGO_SHIFT_REDUCE
-                             : b < 7 ? CONVPOOL_ALGO_IM2COL
-                                     : (convpool_algo)(4 + (int)(next(&in) % 50));
+  const unsigned b_algo = b == 7 ? next(&in) : 0;
+  const convpool_algo algo = b < 3              ? CONVPOOL_ALGO_AUTO
+                             : b < 5            ? CONVPOOL_ALGO_SHIFT_REDUCE
+                             : b < 7            ? CONVPOOL_ALGO_IM2COL
+                             : b_algo % 2 == 0  ? CONVPOOL_ALGO_WINOGRAD
+                                                : (convpool_algo)(4 + (int)(b_algo % 50));
   const unsigned flags = next(&in);
   const unsigned b_amount = next(&in);
   const unsigned b_fail = next(&in);
@@ -209,8 +211,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       rows_per_item < 0)
     create_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
   if (algo != CONVPOOL_ALGO_AUTO && algo != CONVPOOL_ALGO_SHIFT_REDUCE &&
-      algo != CONVPOOL_ALGO_IM2COL)
+      algo != CONVPOOL_ALGO_IM2COL && algo != CONVPOOL_ALGO_WINOGRAD)
     create_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
+  if (algo == CONVPOOL_ALGO_WINOGRAD && k != 3) /* it computes 3x3 filters only */
+    create_causes |= BIT(CONVPOOL_UNSUPPORTED);
   if (use_layer) create_causes |= layer_causes;
   int64_t ph = 0, pw = 0;
   if (k >= 1 && pool >= 1 && layer_causes == 0) cp_reference_shape(&layer, height, width, &ph, &pw);
