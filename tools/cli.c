@@ -41,7 +41,8 @@ static void usage(FILE *f) {
           "  --filter K                filter size K x K (default 3)\n"
           "  --pool P                  max pool P x P, stride P (default 2; 1 = none)\n"
           "  --bias | --no-bias        add a bias after the max (default on)\n"
-          "  --threads N               threads (default: usable CPUs)\n"
+          "  --threads N               threads; 0 = the usable CPUs (affinity and cgroup\n"
+          "                            CPU quota), the default\n"
           "  --impl auto|sr|im2col     algorithm (default auto)\n"
           "  --rows-per-item N         pooled rows per work item (default: planned)\n"
           "  --warmup N --iters N      timing runs (default 2 and 10)\n"
@@ -84,6 +85,14 @@ static convpool_dtype parse_dtype(const char *text) {
   die(EXIT_USAGE, "--dtype = '%s' is not one of float32, float16, bfloat16", text);
 }
 
+/* A directory argument; an empty one (which would name the filesystem root
+   once "/x.bin" is appended) is refused. */
+static const char *parse_dir(const char *flag, const char *text) {
+  if (text == NULL) die(EXIT_USAGE, "%s needs a directory", flag);
+  if (text[0] == '\0') die(EXIT_USAGE, "%s is empty: give a directory (e.g. %s .)", flag, flag);
+  return text;
+}
+
 static void parse_args(int argc, char **argv, cli *c) {
   const int64_t big = (int64_t)1 << 40;
   *c = (cli){CONVPOOL_FLOAT32, 1, 256, 256, 224, 224, 3, 2, 0, 1, 0, 0, 2, 10, 0, 0,
@@ -119,7 +128,7 @@ static void parse_args(int argc, char **argv, cli *c) {
     } else if (strcmp(a, "--no-bias") == 0) {
       c->bias = 0;
     } else if (TAKE("--threads")) {
-      c->threads = (int)parse_int(a, v, 1, 1024);
+      c->threads = (int)parse_int(a, v, 0, 1024); /* 0: the library's usable CPUs */
     } else if (TAKE("--rows-per-item")) {
       c->rows_per_item = (int)parse_int(a, v, 1, 1 << 30);
     } else if (TAKE("--warmup")) {
@@ -135,11 +144,9 @@ static void parse_args(int argc, char **argv, cli *c) {
       else if (strcmp(v, "im2col") == 0) c->algo = CONVPOOL_ALGO_IM2COL;
       else die(EXIT_USAGE, "--impl = '%s' is not one of auto, sr, im2col", v);
     } else if (TAKE("--dump-dir")) {
-      if (v == NULL) die(EXIT_USAGE, "--dump-dir needs a directory");
-      c->dump_dir = v;
+      c->dump_dir = parse_dir(a, v);
     } else if (TAKE("--load-dir")) {
-      if (v == NULL) die(EXIT_USAGE, "--load-dir needs a directory");
-      c->load_dir = v;
+      c->load_dir = parse_dir(a, v);
     } else if (strcmp(a, "--show-tiling") == 0) {
       c->show_tiling = 1;
     } else if (strcmp(a, "--profile") == 0) {
