@@ -5,10 +5,12 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -49,6 +51,8 @@ static void usage(FILE *f) {
           "  --seed S                  data seed (default 0)\n"
           "  --dump-dir DIR            write x.bin w.bin [bias.bin] out.bin meta.json\n"
           "  --load-dir DIR            read meta.json x.bin w.bin [bias.bin], write out.bin\n"
+          "                            (files are replaced through new temporary files,\n"
+          "                            never written through an existing name or link)\n"
           "  --show-tiling             print the plan\n"
           "  --profile                 print time per phase, GFLOP/s and bytes moved\n"
           "  --help, --version\n"
@@ -226,21 +230,71 @@ static void *read_file(const char *dir, const char *name, size_t expect, int exa
   return data;
 }
 
-/* Write through a temporary name and rename, so no partial file is ever visible. */
+/* 64 random bits for a temporary name (a guessed name is harmless, see
+   write_file; randomness only keeps a planted name from blocking us). */
+static uint64_t random_bits(void) {
+  uint64_t r;
+  if (getrandom(&r, sizeof r, GRND_NONBLOCK) == (ssize_t)sizeof r) return r;
+  static uint64_t counter;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t z = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 12) ^
+               (++counter * 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/*
+ * Replace dir/name with the bytes, atomically: they go to a new file with a
+ * random name in the same directory, created with O_CREAT | O_EXCL |
+ * O_NOFOLLOW (so an existing file or a planted symbolic link is never opened,
+ * followed or reused: the name is tried again), which is written, fsynced and
+ * renamed over dir/name (a link at dir/name is replaced, not followed). On
+ * any failure the temporary file is removed and the message gives the reason
+ * (strerror). Termination signals are held back meanwhile, so an interrupt
+ * cannot leave the temporary file behind either.
+ */
 static void write_file(const char *dir, const char *name, const void *data, size_t bytes) {
   char *path = join(dir, name);
-  size_t n = strlen(path) + 32;
-  char *tmp = xmalloc(n, "a path");
-  snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-  FILE *f = fopen(tmp, "wb");
-  if (f == NULL) die(1, "cannot create %s: %s", tmp, strerror(errno));
-  int ok = fwrite(data, 1, bytes, f) == bytes;
-  ok = (fclose(f) == 0) && ok;
-  if (!ok || rename(tmp, path) != 0) {
-    remove(tmp);
-    die(1, "cannot write %s", path);
+  sigset_t hold, saved;
+  sigemptyset(&hold);
+  sigaddset(&hold, SIGHUP);
+  sigaddset(&hold, SIGINT);
+  sigaddset(&hold, SIGQUIT);
+  sigaddset(&hold, SIGTERM);
+  sigprocmask(SIG_BLOCK, &hold, &saved);
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) die(1, "cannot write %s: %s", path, strerror(errno));
+  char tmp[64 + 32];
+  int fd = -1;
+  for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
+    snprintf(tmp, sizeof tmp, "%.64s.tmp.%012llx", name,
+             (unsigned long long)(random_bits() & 0xffffffffffffull));
+    fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST) break;
   }
-  free(tmp);
+  if (fd < 0) die(1, "cannot write %s: %s", path, strerror(errno));
+  int err = 0;
+  const char *p = data;
+  for (size_t left = bytes; left > 0 && err == 0;) {
+    ssize_t n = write(fd, p, left < ((size_t)1 << 30) ? left : (size_t)1 << 30);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) err = n < 0 ? errno : EIO;
+    else p += n, left -= (size_t)n;
+  }
+  if (err == 0 && fsync(fd) != 0) err = errno;
+  if (close(fd) != 0 && err == 0) err = errno;
+  if (err == 0 && renameat(dfd, tmp, dfd, name) != 0) err = errno;
+  if (err != 0) {
+    unlinkat(dfd, tmp, 0);
+    die(1, "cannot write %s: %s", path, strerror(err));
+  }
+  /* The rename itself reaches the disk with the directory. */
+  if (fsync(dfd) != 0 && errno != EINVAL)
+    die(1, "cannot write %s: %s (syncing %s)", path, strerror(errno), dir);
+  close(dfd);
+  sigprocmask(SIG_SETMASK, &saved, NULL);
   free(path);
 }
 
@@ -292,6 +346,9 @@ static void check(convpool_status st) {
 }
 
 int main(int argc, char **argv) {
+  /* A file size limit (ulimit -f) then fails the write with EFBIG, reported
+     like any other write failure, instead of killing the process. */
+  signal(SIGXFSZ, SIG_IGN);
   cli c;
   parse_args(argc, argv, &c);
   if (c.load_dir != NULL) load_meta(&c);
