@@ -155,6 +155,33 @@ expect_loaded "float32 dump over a stale out.bin" "$d" "$tmp/good32/out.bin"
 d=$(new_dir okextra)
 set_meta "$d" 's/"seed": 0/"seed": 0, "comment": "made by hand", "version": 1.5e3/'
 expect_loaded "meta.json with unknown keys" "$d" "$tmp/good32/out.bin"
+# Valid JSON that the parser used to refuse (RFC 8259, as Python writes it).
+d=$(new_dir oknest)
+set_meta "$d" 's/"seed": 0/"seed": 0, "x": {"y": [1, -2.5e-3, null, {"z": []}]}, "n": null/'
+expect_loaded "nested values under unknown keys" "$d" "$tmp/good32/out.bin"
+d=$(new_dir okbom); { printf '\357\273\277'; cat "$tmp/good32/meta.json"; } > "$d/meta.json"
+expect_loaded "meta.json with a UTF-8 byte order mark (skipped)" "$d" "$tmp/good32/out.bin"
+d=$(new_dir okescape)
+set_meta "$d" 's/"float32"/"\\u0066loat\\u0033\\u0032"/; s/"batch"/"\\u0062atch"/'
+expect_loaded "\\u escapes in dtype and in a key" "$d" "$tmp/good32/out.bin"
+d=$(new_dir oksurrogates)
+set_meta "$d" 's|"seed": 0|"seed": 0, "emoji": "\\ud83d\\ude00", "lone": "\\udc00\\ud800", "\\ud800": "\\b\\f\\n\\r\\t\\/\\"\\\\"|'
+expect_loaded "surrogate pairs, lone surrogates and every escape" "$d" "$tmp/good32/out.bin"
+d=$(new_dir ok512)
+{ printf '{"deep": '; i=0; while [ $i -lt 511 ]; do printf '['; i=$((i + 1)); done
+  i=0; while [ $i -lt 511 ]; do printf ']'; i=$((i + 1)); done
+  printf ', '; tail -c +2 "$tmp/good32/meta.json"; } > "$d/meta.json"
+expect_loaded "valid JSON nested 512 deep (the limit)" "$d" "$tmp/good32/out.bin"
+d=$(new_dir okpython)
+if /usr/bin/python3 -c 'import json, sys
+m = {"dtype": "float32", "batch": 2, "in_channels": 3, "out_channels": 4, "height": 10,
+     "width": 9, "filter": 3, "pool": 2, "bias": True, "seed": 0,
+     "note": "caf\u00e9 \U0001f600", "tags": ["x", {"y": None}]}
+json.dump(m, open(sys.argv[1] + "/meta.json", "w"), indent=1)' "$d" 2>/dev/null; then
+  expect_loaded "meta.json written by Python's json.dump (\\u escapes)" "$d" "$tmp/good32/out.bin"
+else
+  echo "skipped: a meta.json from Python's json.dump (/usr/bin/python3 is not available)"
+fi
 
 # ---- tensor files ----
 d=$(new_dir x-short); head -c 2159 "$tmp/good32/x.bin" > "$d/x.bin"
@@ -233,6 +260,22 @@ d=$(new_dir p-big); set_meta "$d" 's/"pool": 2/"pool": 8/'
 expect_refused "pool 8 larger than the 8x7 conv output" "$d" "pool"
 d=$(new_dir bias-int); set_meta "$d" 's/"bias": true/"bias": 1/'
 expect_refused "bias 1" "$d" "bias"
+d=$(new_dir lead0); set_meta "$d" 's/"height": 10/"height": 010/'
+expect_refused "height 010 (a leading zero is not JSON)" "$d" "leading zero"
+d=$(new_dir lead0-extra); set_meta "$d" 's/"seed": 0/"seed": 0, "x": 00/'
+expect_refused "unknown key with value 00" "$d" "leading zero"
+d=$(new_dir bareword); set_meta "$d" 's/"seed": 0/"seed": 0, "x": foo/'
+expect_refused "unknown key with a bare word" "$d" "not true, false or null"
+d=$(new_dir nan); set_meta "$d" 's/"seed": 0/"seed": 0, "x": NaN/'
+expect_refused "unknown key with NaN" "$d" "found 'N'"
+d=$(new_dir truex); set_meta "$d" 's/"bias": true/"bias": truex/'
+expect_refused "bias truex" "$d"
+d=$(new_dir plus); set_meta "$d" 's/"seed": 0/"seed": +0/'
+expect_refused "seed +0" "$d" "found '+'"
+d=$(new_dir dot); set_meta "$d" 's/"seed": 0/"seed": 0, "x": 1./'
+expect_refused "unknown key with value 1." "$d" "decimal point"
+d=$(new_dir trailing-comma); set_meta "$d" 's/"seed": 0/"seed": 0,/'
+expect_refused "a comma before the closing brace" "$d" "string key"
 
 # ---- structure ----
 d=$(new_dir m-missing); rm "$d/meta.json"
@@ -247,14 +290,19 @@ d=$(new_dir no-dtype); set_meta "$d" '/"dtype"/d'
 expect_refused "key dtype missing" "$d" "dtype"
 d=$(new_dir dup); set_meta "$d" 's/"seed": 0/"seed": 0, "batch": 2/'
 expect_refused "duplicate key batch" "$d" "duplicate"
-d=$(new_dir nest-obj); set_meta "$d" 's/"seed": 0/"seed": 0, "x": {"y": 1}/'
-expect_refused "nested object" "$d" "nested"
+d=$(new_dir nest-513)
+{ printf '{"deep": '; i=0; while [ $i -lt 512 ]; do printf '['; i=$((i + 1)); done
+  i=0; while [ $i -lt 512 ]; do printf ']'; i=$((i + 1)); done
+  printf ', '; tail -c +2 "$tmp/good32/meta.json"; } > "$d/meta.json"
+expect_refused "valid JSON nested 513 deep (the limit is 512)" "$d" "nested more than 512"
 d=$(new_dir nest-deep)
 { printf '{"deep": '; i=0; while [ $i -lt 5000 ]; do printf '['; i=$((i + 1)); done; printf '}'; } > "$d/meta.json"
 expect_refused "5000 nested arrays" "$d" "nested"
 d=$(new_dir top-array)
 { i=0; while [ $i -lt 5000 ]; do printf '['; i=$((i + 1)); done; } > "$d/meta.json"
-expect_refused "meta.json is 5000 open brackets" "$d" "object"
+expect_refused "meta.json is 5000 open brackets" "$d" "nested"
+d=$(new_dir top-list); printf '[1, 2]\n' > "$d/meta.json"
+expect_refused "meta.json is an array" "$d" "must be a JSON object"
 d=$(new_dir trailing); printf 'x' >> "$d/meta.json"
 expect_refused "trailing characters" "$d" "trailing"
 d=$(new_dir two-objs); cat "$tmp/good32/meta.json" >> "$d/meta.json"
@@ -264,8 +312,10 @@ expect_refused "meta.json cut in the middle" "$d"
 d=$(new_dir big-meta)
 { printf '{"pad": "'; head -c 70000 /dev/zero | tr '\0' 'a'; printf '", '; tail -c +2 "$tmp/good32/meta.json"; } > "$d/meta.json"
 expect_refused "meta.json of 70 KB" "$d" "meta.json"
-d=$(new_dir bom); { printf '\357\273\277'; cat "$tmp/good32/meta.json"; } > "$d/meta.json"
-expect_refused "meta.json with a UTF-8 byte order mark" "$d" "object"
+d=$(new_dir bom2); { printf '\357\273\277\357\273\277'; cat "$tmp/good32/meta.json"; } > "$d/meta.json"
+expect_refused "meta.json with two UTF-8 byte order marks" "$d" "byte 0xef"
+d=$(new_dir bom-late); { printf ' \357\273\277'; cat "$tmp/good32/meta.json"; } > "$d/meta.json"
+expect_refused "a byte order mark after a space" "$d" "byte 0xef"
 d=$(new_dir nul); { printf '{"dtype": "float32\000", '; tail -c +2 "$tmp/good32/meta.json" | sed '/"dtype"/d'; } > "$d/meta.json"
 expect_refused "NUL byte inside a string" "$d"
 
@@ -280,8 +330,16 @@ d=$(new_dir utf8-cut); { printf '{"note": "\342\202'; } > "$d/meta.json"
 expect_refused "UTF-8 sequence cut by the end of the file" "$d"
 d=$(new_dir latin1); set_meta "$d" 's/"seed": 0/"seed": 0, "caf\o351": 1/'
 expect_refused "Latin-1 byte in a key" "$d" "UTF-8"
-d=$(new_dir esc-unicode); set_meta "$d" 's/"float32"/"float\\u0033\\u0032"/'
-expect_refused "\\u escape in dtype" "$d" "escape"
+d=$(new_dir esc-nul); set_meta "$d" 's/"float32"/"float32\\u0000"/'
+expect_refused "dtype float32 followed by an escaped NUL" "$d" "dtype"
+d=$(new_dir esc-nul-key); set_meta "$d" 's/"height"/"height\\u0000"/'
+expect_refused "key height followed by an escaped NUL (another key)" "$d" "missing key \"height\""
+d=$(new_dir esc-newline-dtype); set_meta "$d" 's/"float32"/"float32\\n"/'
+expect_refused "dtype with an escaped newline" "$d" "printable"
+d=$(new_dir esc-short); set_meta "$d" 's/"float32"/"\\u12"/'
+expect_refused "\\u escape with 2 hex digits" "$d" "escape"
+d=$(new_dir esc-upper); set_meta "$d" 's/"float32"/"\\U0041"/'
+expect_refused "\\U escape" "$d" "escape"
 # The key is: x, backslash, newline (an escape the parser does not support).
 d=$(new_dir esc-newline); printf '{"x\\\n": 1}\n' > "$d/meta.json"
 expect_refused "backslash followed by a newline in a key" "$d" "escape"
