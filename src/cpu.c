@@ -189,8 +189,10 @@ static char *cp_lines_next(cp_lines *r) {
     }
     ssize_t n = read(r->fd, r->buf + r->len, sizeof r->buf - 1 - r->len);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) r->eof = 1;
-    else r->len += (size_t)n;
+    if (n <= 0)
+      r->eof = 1;
+    else
+      r->len += (size_t)n;
   }
 }
 
@@ -281,8 +283,8 @@ static int cp_cgroup_path(const char *proc_self_cgroup, int v2, char *out, size_
     if (c2 == NULL || c2[1] != '/') continue;
     *c1 = *c2 = '\0';
     const char *id = line, *controllers = c1 + 1, *path = c2 + 1;
-    int match = v2 ? strcmp(id, "0") == 0 && controllers[0] == '\0'
-                   : cp_list_has(controllers, "cpu");
+    int match =
+        v2 ? strcmp(id, "0") == 0 && controllers[0] == '\0' : cp_list_has(controllers, "cpu");
     if (match && strlen(path) < cap) {
       memcpy(out, path, strlen(path) + 1);
       found = 1;
@@ -296,8 +298,8 @@ static int cp_cgroup_path(const char *proc_self_cgroup, int v2, char *out, size_
 static void cp_unescape(char *s) {
   char *o = s;
   for (const char *p = s; *p != '\0'; p++) {
-    if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' &&
-        p[3] >= '0' && p[3] <= '7') {
+    if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' && p[3] >= '0' &&
+        p[3] <= '7') {
       *o++ = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
       p += 3;
     } else {

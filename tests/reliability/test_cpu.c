@@ -36,7 +36,8 @@ static void make_dirs(const char *name) {
   for (char *p = path + strlen(g_root) + 1; *p != '\0'; p++) {
     if (*p != '/') continue;
     *p = '\0';
-    if (mkdir(path, 0755) != 0 && errno != EEXIST) rel_fail_at(__FILE__, __LINE__, "mkdir %s", path);
+    if (mkdir(path, 0755) != 0 && errno != EEXIST)
+      rel_fail_at(__FILE__, __LINE__, "mkdir %s", path);
     *p = '/';
   }
   if (mkdir(path, 0755) != 0 && errno != EEXIST) rel_fail_at(__FILE__, __LINE__, "mkdir %s", path);
@@ -82,12 +83,11 @@ static void mountinfo_v1(char *out, size_t cap, const char *root, const char *po
            root, at(point), controllers);
 }
 
-#define EXPECT_QUOTA(what, want, mountinfo, mount)                                             \
-  do {                                                                                         \
-    g_checked++;                                                                               \
-    int got_ = cp_cgroup_quota_cpus(at("proc_self_cgroup"), (mountinfo), (mount));             \
-    REL_CHECK(got_ == (want), "%s: cp_cgroup_quota_cpus gives %d, want %d", (what), got_,      \
-              (want));                                                                         \
+#define EXPECT_QUOTA(what, want, mountinfo, mount)                                                 \
+  do {                                                                                             \
+    g_checked++;                                                                                   \
+    int got_ = cp_cgroup_quota_cpus(at("proc_self_cgroup"), (mountinfo), (mount));                 \
+    REL_CHECK(got_ == (want), "%s: cp_cgroup_quota_cpus gives %d, want %d", (what), got_, (want)); \
   } while (0)
 
 /* cgroup v2 through mountinfo: rounding, parents, "max", malformed cpu.max. */
@@ -96,14 +96,29 @@ static void test_v2(void) {
     const char *cpu_max;
     int cpus;
   } cases[] = {
-      {"150000 100000\n", 2},  {"100000 100000\n", 1},  {"200000 100000\n", 2},
-      {"250000 100000\n", 3},  {"1000 100000\n", 1},    {"50000 100000", 1}, /* no newline */
-      {"400000 50000\n", 8},   {"max 100000\n", 0},      {"max\n", 0},
-      {"\n", 0},               {"", 0},                  {"abc 100000\n", 0},
-      {"150000\n", 0},         {"150000 0\n", 0},        {"-5 100000\n", 0},
-      {"150000 -1\n", 0},      {"150000 100000 7\n", 0}, {" 150000 100000\n", 0},
-      {"150000  100000\n", 0}, {"1.5 1\n", 0},           {"150000 100000x\n", 0},
-      {"99999999999999999999 100000\n", 0},              {"0 100000\n", 0},
+      {"150000 100000\n", 2},
+      {"100000 100000\n", 1},
+      {"200000 100000\n", 2},
+      {"250000 100000\n", 3},
+      {"1000 100000\n", 1},
+      {"50000 100000", 1}, /* no newline */
+      {"400000 50000\n", 8},
+      {"max 100000\n", 0},
+      {"max\n", 0},
+      {"\n", 0},
+      {"", 0},
+      {"abc 100000\n", 0},
+      {"150000\n", 0},
+      {"150000 0\n", 0},
+      {"-5 100000\n", 0},
+      {"150000 -1\n", 0},
+      {"150000 100000 7\n", 0},
+      {" 150000 100000\n", 0},
+      {"150000  100000\n", 0},
+      {"1.5 1\n", 0},
+      {"150000 100000x\n", 0},
+      {"99999999999999999999 100000\n", 0},
+      {"0 100000\n", 0},
   };
   char mi[4096] = "";
   mountinfo_v1(mi, sizeof mi, "/", "fs/memory", "memory");
@@ -126,7 +141,8 @@ static void test_v2(void) {
   put("fs/cgroup/a/cpu.max", "max 100000\n");
   put("fs/cgroup/a/b/cpu.max", "300000 100000\n");
   put("fs/cgroup/x/cpu.max", "100000 100000\n"); /* a sibling: must not count */
-  EXPECT_QUOTA("v2 own cgroup (3 CPUs), none at the top, a sibling 1 CPU", 3, at("mountinfo"), NULL);
+  EXPECT_QUOTA("v2 own cgroup (3 CPUs), none at the top, a sibling 1 CPU", 3, at("mountinfo"),
+               NULL);
   put("fs/cgroup/cpu.max", "100000 100000\n"); /* the top of the mount limits everything */
   EXPECT_QUOTA("v2 own cgroup 3 CPUs, the mount's top 1", 1, at("mountinfo"), NULL);
   put("fs/cgroup/cpu.max", "max 100000\n");
@@ -172,8 +188,7 @@ static void test_v2(void) {
   clear();
   char point[600];
   snprintf(point, sizeof point, "%s/with\\040space", g_root);
-  snprintf(mi, sizeof mi,
-           "35 24 0:30 / %s rw shared:9 - cgroup2 cgroup2 rw\n", point);
+  snprintf(mi, sizeof mi, "35 24 0:30 / %s rw shared:9 - cgroup2 cgroup2 rw\n", point);
   put("mountinfo", mi);
   put("proc_self_cgroup", "0::/g\n");
   put("with space/g/cpu.max", "300000 100000\n");
@@ -220,8 +235,7 @@ static void test_v1(void) {
         "12:cpuset:/decoy\n11:cpuacct:/decoy\n4:cpu,cpuacct:/kube/pod1\n1:name=systemd:/x\n");
     make_dirs("fs/cpu,cpuacct/kube/pod1");
     if (cases[i].quota != NULL) put("fs/cpu,cpuacct/kube/pod1/cpu.cfs_quota_us", cases[i].quota);
-    if (cases[i].period != NULL)
-      put("fs/cpu,cpuacct/kube/pod1/cpu.cfs_period_us", cases[i].period);
+    if (cases[i].period != NULL) put("fs/cpu,cpuacct/kube/pod1/cpu.cfs_period_us", cases[i].period);
     put("fs/cpuset/decoy/cpu.cfs_quota_us", "100000\n");
     put("fs/cpuset/decoy/cpu.cfs_period_us", "100000\n");
     put("fs/cpuacct/decoy/cpu.cfs_quota_us", "100000\n");
@@ -309,7 +323,9 @@ static void test_guess(void) {
             "a missing /proc/self/cgroup gives a quota");
 }
 
-static int count_of(const cpu_set_t *set) { return CPU_COUNT(set); }
+static int count_of(const cpu_set_t *set) {
+  return CPU_COUNT(set);
+}
 
 /* cp_cpu_usable_now() and convpool_get_info() follow sched_setaffinity. */
 static void test_affinity(void) {
@@ -318,7 +334,8 @@ static void test_affinity(void) {
     printf("skipped: sched_getaffinity failed (%s)\n", strerror(errno));
     return;
   }
-  const int quota = cp_cgroup_quota_cpus("/proc/self/cgroup", "/proc/self/mountinfo", "/sys/fs/cgroup");
+  const int quota =
+      cp_cgroup_quota_cpus("/proc/self/cgroup", "/proc/self/mountinfo", "/sys/fs/cgroup");
   const int n = count_of(&orig);
   const int want_all = quota > 0 && quota < n ? quota : n;
   printf("this process: %d CPUs in its affinity mask, cgroup quota %d (0: none), usable %d\n", n,
@@ -331,8 +348,10 @@ static void test_affinity(void) {
   int first = -1, second = -1;
   for (int c = 0; c < CPU_SETSIZE && second < 0; c++)
     if (CPU_ISSET(c, &orig)) {
-      if (first < 0) first = c;
-      else second = c;
+      if (first < 0)
+        first = c;
+      else
+        second = c;
     }
   cpu_set_t one;
   CPU_ZERO(&one);
@@ -343,8 +362,8 @@ static void test_affinity(void) {
   }
   convpool_info info;
   g_checked += 2;
-  REL_CHECK(cp_cpu_usable_now() == 1, "after sched_setaffinity to CPU %d: %d usable, want 1",
-            first, cp_cpu_usable_now());
+  REL_CHECK(cp_cpu_usable_now() == 1, "after sched_setaffinity to CPU %d: %d usable, want 1", first,
+            cp_cpu_usable_now());
   REL_CHECK(convpool_get_info(&info) == CONVPOOL_SUCCESS && info.usable_cpus == 1,
             "convpool_get_info: usable_cpus %d after sched_setaffinity to one CPU",
             info.usable_cpus);
