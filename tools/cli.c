@@ -51,8 +51,9 @@ static void usage(FILE *f) {
           "  --seed S                  data seed (default 0)\n"
           "  --dump-dir DIR            write x.bin w.bin [bias.bin] out.bin meta.json\n"
           "  --load-dir DIR            read meta.json x.bin w.bin [bias.bin], write out.bin\n"
-          "                            (files are replaced through new temporary files,\n"
-          "                            never written through an existing name or link)\n"
+          "                            (each file written goes to a new temporary file that\n"
+          "                            is renamed over it: a link there is replaced, not\n"
+          "                            followed)\n"
           "  --show-tiling             print the plan\n"
           "  --profile                 print time per phase, GFLOP/s and bytes moved\n"
           "  --help, --version\n"
@@ -459,6 +460,9 @@ int main(int argc, char **argv) {
            plan.scratch_bytes_per_thread, ru.ru_maxrss);
   }
 
+  /* The workers end before any file is written, so a failed write exits
+     with no thread running. */
+  convpool_op_destroy(op);
   if (c.dump_dir != NULL) {
     if (mkdir(c.dump_dir, 0777) != 0 && errno != EEXIST)
       die(1, "cannot create %s: %s", c.dump_dir, strerror(errno));
@@ -475,7 +479,6 @@ int main(int argc, char **argv) {
   }
   if (c.load_dir != NULL) write_file(c.load_dir, "out.bin", y, y_bytes);
 
-  convpool_op_destroy(op);
   free(t);
   free(y);
   free(bias);
