@@ -2,14 +2,19 @@
  * CPU facts, computed once: the best ISA (cpuid + xgetbv, capped by the
  * CONVPOOL_ISA environment variable), cache sizes (cpuid: AMD leaf 0x8000001D,
  * Intel leaf 4; sysfs is often empty in VMs) and the usable CPU count
- * (sched_getaffinity intersected with the cgroup v2 / v1 CPU quota).
+ * (sched_getaffinity intersected with the CPU quota of the process's own
+ * cgroup, v2 and v1; re-read on every cp_cpu_usable_now call).
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -130,45 +135,305 @@ static int cp_detect_caches(size_t *l1d, size_t *l2, size_t *l3) {
 }
 #endif
 
-/* CPUs allowed by the cgroup quota, or 0 when there is no quota. */
-static int cp_cgroup_cpus(void) {
-  FILE *f = fopen("/sys/fs/cgroup/cpu.max", "r");
-  if (f != NULL) {
-    char quota[32] = {0};
-    long long period = 0;
-    int n = fscanf(f, "%31s %lld", quota, &period);
-    fclose(f);
-    if (n == 2 && strcmp(quota, "max") != 0 && period > 0) {
-      long long q = atoll(quota);
-      if (q > 0) return (int)((q + period - 1) / period);
+/* ---- usable CPUs: affinity and the cgroup CPU quota ---- */
+
+/* Longest path handled (longer cgroup or mount paths are ignored: no quota). */
+enum { CP_PATH_CAP = 4096 };
+
+/* Reads a file line by line with no allocation; lines longer than the
+   buffer are skipped. */
+typedef struct cp_lines {
+  int fd, eof, skipping;
+  size_t pos, len; /* unread bytes: buf[pos, len) */
+  char buf[8192];
+} cp_lines;
+
+static int cp_lines_open(cp_lines *r, const char *path) {
+  r->fd = path != NULL ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+  r->eof = r->skipping = 0;
+  r->pos = r->len = 0;
+  return r->fd >= 0;
+}
+
+static void cp_lines_close(cp_lines *r) {
+  if (r->fd >= 0) close(r->fd);
+  r->fd = -1;
+}
+
+/* The next line, NUL-terminated without its newline, or NULL at the end. */
+static char *cp_lines_next(cp_lines *r) {
+  for (;;) {
+    char *start = r->buf + r->pos;
+    char *nl = memchr(start, '\n', r->len - r->pos);
+    if (nl != NULL) {
+      *nl = '\0';
+      r->pos = (size_t)(nl - r->buf) + 1;
+      if (r->skipping) { /* the end of a line that did not fit */
+        r->skipping = 0;
+        continue;
+      }
+      return start;
     }
-    return 0;
+    if (r->eof) {
+      if (r->pos == r->len || r->skipping) return NULL;
+      r->buf[r->len] = '\0'; /* a last line without a newline */
+      r->pos = r->len;
+      return start;
+    }
+    memmove(r->buf, start, r->len - r->pos);
+    r->len -= r->pos;
+    r->pos = 0;
+    if (r->len == sizeof r->buf - 1) { /* no newline in a full buffer */
+      r->skipping = 1;
+      r->len = 0;
+    }
+    ssize_t n = read(r->fd, r->buf + r->len, sizeof r->buf - 1 - r->len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      r->eof = 1;
+    else
+      r->len += (size_t)n;
   }
-  long long q = -1, p = 0;
-  f = fopen("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "r");
-  if (f == NULL) f = fopen("/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "r");
-  if (f != NULL) {
-    if (fscanf(f, "%lld", &q) != 1) q = -1;
-    fclose(f);
+}
+
+/* The first line of a small file, or 0 when it cannot be read. */
+static int cp_read_line(const char *path, char *out, size_t cap) {
+  cp_lines r;
+  if (!cp_lines_open(&r, path)) return 0;
+  const char *line = cp_lines_next(&r);
+  int ok = line != NULL && strlen(line) < cap;
+  if (ok) memcpy(out, line, strlen(line) + 1);
+  cp_lines_close(&r);
+  return ok;
+}
+
+/* A decimal integer (optionally negative) that is all of text up to *end;
+   returns 0 when malformed or beyond 10^15. */
+static int cp_parse_ll(const char *text, const char **end, long long *out) {
+  const char *p = text;
+  int neg = *p == '-';
+  if (neg) p++;
+  if (*p < '0' || *p > '9') return 0;
+  long long v = 0;
+  while (*p >= '0' && *p <= '9') {
+    if (v > 100000000000000LL) return 0;
+    v = v * 10 + (*p++ - '0');
   }
-  f = fopen("/sys/fs/cgroup/cpu/cpu.cfs_period_us", "r");
-  if (f == NULL) f = fopen("/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "r");
-  if (f != NULL) {
-    if (fscanf(f, "%lld", &p) != 1) p = 0;
-    fclose(f);
+  *out = neg ? -v : v;
+  *end = p;
+  return 1;
+}
+
+/* CPUs for a quota per period, rounded up; 0 when either is not positive. */
+static int cp_quota_to_cpus(long long quota, long long period) {
+  if (quota <= 0 || period <= 0) return 0;
+  long long cpus = quota / period + (quota % period != 0);
+  return cpus > (1 << 20) ? 1 << 20 : (int)cpus;
+}
+
+/* The quota of one cgroup directory, or 0 for none (or unreadable). */
+static int cp_dir_quota(const char *dir, int v2) {
+  char path[CP_PATH_CAP + 32], line[128];
+  const char *end;
+  long long quota, period;
+  if (strlen(dir) >= CP_PATH_CAP) return 0;
+  if (v2) { /* cpu.max: "max PERIOD" or "QUOTA PERIOD" */
+    snprintf(path, sizeof path, "%s/cpu.max", dir);
+    if (!cp_read_line(path, line, sizeof line)) return 0;
+    if (strncmp(line, "max ", 4) == 0) return 0;
+    if (!cp_parse_ll(line, &end, &quota) || *end != ' ') return 0;
+    if (!cp_parse_ll(end + 1, &end, &period) || *end != '\0') return 0;
+    return cp_quota_to_cpus(quota, period);
   }
-  if (q > 0 && p > 0) return (int)((q + p - 1) / p);
+  /* cgroup v1: cpu.cfs_quota_us (-1: none) and cpu.cfs_period_us */
+  snprintf(path, sizeof path, "%s/cpu.cfs_quota_us", dir);
+  if (!cp_read_line(path, line, sizeof line)) return 0;
+  if (!cp_parse_ll(line, &end, &quota) || *end != '\0') return 0;
+  snprintf(path, sizeof path, "%s/cpu.cfs_period_us", dir);
+  if (!cp_read_line(path, line, sizeof line)) return 0;
+  if (!cp_parse_ll(line, &end, &period) || *end != '\0') return 0;
+  return cp_quota_to_cpus(quota, period);
+}
+
+static int cp_is_dir(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Does the comma-separated list contain item? */
+static int cp_list_has(const char *list, const char *item) {
+  size_t n = strlen(item);
+  for (const char *p = list; p != NULL; p = strchr(p, ',')) {
+    if (*p == ',') p++;
+    if (strncmp(p, item, n) == 0 && (p[n] == ',' || p[n] == '\0')) return 1;
+  }
   return 0;
 }
 
-static int cp_usable_cpus(void) {
-  int n = 1;
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
-  if (n < 1) n = 1;
-  int quota = cp_cgroup_cpus();
-  if (quota > 0 && quota < n) n = quota;
-  return n;
+/* The cgroup path of the v2 hierarchy (v2) or of the v1 hierarchy with the
+   cpu controller, from a file in the format of /proc/self/cgroup. */
+static int cp_cgroup_path(const char *proc_self_cgroup, int v2, char *out, size_t cap) {
+  cp_lines r;
+  if (!cp_lines_open(&r, proc_self_cgroup)) return 0;
+  int found = 0;
+  char *line;
+  while (!found && (line = cp_lines_next(&r)) != NULL) {
+    char *c1 = strchr(line, ':'); /* ID:CONTROLLERS:PATH; PATH may hold ':' */
+    char *c2 = c1 != NULL ? strchr(c1 + 1, ':') : NULL;
+    if (c2 == NULL || c2[1] != '/') continue;
+    *c1 = *c2 = '\0';
+    const char *id = line, *controllers = c1 + 1, *path = c2 + 1;
+    int match =
+        v2 ? strcmp(id, "0") == 0 && controllers[0] == '\0' : cp_list_has(controllers, "cpu");
+    if (match && strlen(path) < cap) {
+      memcpy(out, path, strlen(path) + 1);
+      found = 1;
+    }
+  }
+  cp_lines_close(&r);
+  return found;
+}
+
+/* Undo the octal escapes of a mountinfo field (\040 for a space, ...). */
+static void cp_unescape(char *s) {
+  char *o = s;
+  for (const char *p = s; *p != '\0'; p++) {
+    if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' && p[3] >= '0' &&
+        p[3] <= '7') {
+      *o++ = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+      p += 3;
+    } else {
+      *o++ = *p;
+    }
+  }
+  *o = '\0';
+}
+
+/* The part of path under root ("/a/b" under "/a" is "/b"), or NULL when path
+   is not at or below root. */
+static const char *cp_below(const char *path, const char *root) {
+  size_t n = strlen(root);
+  while (n > 0 && root[n - 1] == '/') n--;
+  if (strncmp(path, root, n) != 0 || (path[n] != '/' && path[n] != '\0')) return NULL;
+  return path[n] == '\0' ? "/" : path + n;
+}
+
+/* From mountinfo: the mount point of the hierarchy (cgroup2, or cgroup v1
+   with the cpu controller) and the part of path under the mount's root (a
+   tail of path, or "/"). A mount whose root holds path is preferred; else
+   the first one, at its top directory. Returns 1 when such a mount was
+   found. */
+static int cp_find_mount(const char *mountinfo, int v2, const char *path, char *mnt,
+                         const char **rel) {
+  cp_lines r;
+  if (!cp_lines_open(&r, mountinfo)) return 0;
+  int found = 0; /* 1: a mount, 2: a mount whose root holds path */
+  char *line;
+  while (found < 2 && (line = cp_lines_next(&r)) != NULL) {
+    /* ID PARENT MAJ:MIN ROOT MOUNT-POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER-OPTIONS */
+    char *field[5], *save = NULL, *tok = strtok_r(line, " ", &save);
+    int n = 0;
+    while (tok != NULL && n < 5) field[n++] = tok, tok = strtok_r(NULL, " ", &save);
+    while (tok != NULL && strcmp(tok, "-") != 0) tok = strtok_r(NULL, " ", &save);
+    char *fstype = tok != NULL ? strtok_r(NULL, " ", &save) : NULL;
+    char *source = fstype != NULL ? strtok_r(NULL, " ", &save) : NULL;
+    char *super = source != NULL ? strtok_r(NULL, " ", &save) : NULL;
+    if (n < 5 || super == NULL) continue;
+    if (v2 ? strcmp(fstype, "cgroup2") != 0
+           : strcmp(fstype, "cgroup") != 0 || !cp_list_has(super, "cpu"))
+      continue;
+    char *root = field[3], *point = field[4];
+    cp_unescape(root);
+    cp_unescape(point);
+    if (strlen(point) >= CP_PATH_CAP) continue;
+    const char *below = cp_below(path, root);
+    if (below == NULL && found) continue;
+    memcpy(mnt, point, strlen(point) + 1);
+    *rel = below != NULL ? below : "/";
+    found = below != NULL ? 2 : 1;
+  }
+  cp_lines_close(&r);
+  return found != 0;
+}
+
+/* Without mountinfo: the usual mount points under cgroup_mount, and the
+   longest tail of path that exists under the mount. */
+static int cp_guess_mount(const char *cgroup_mount, int v2, const char *path, char *mnt,
+                          const char **rel) {
+  static const char *const v2_dirs[] = {"", "/unified"};
+  static const char *const v1_dirs[] = {"/cpu", "/cpu,cpuacct", "/cpuacct,cpu"};
+  const char *const *dirs = v2 ? v2_dirs : v1_dirs;
+  const int ndirs = v2 ? 2 : 3;
+  char probe[CP_PATH_CAP + 64];
+  if (cgroup_mount == NULL) return 0;
+  for (int i = 0; i < ndirs; i++) {
+    snprintf(probe, sizeof probe, "%s%s/%s", cgroup_mount, dirs[i],
+             v2 ? "cgroup.controllers" : "cpu.cfs_period_us");
+    if (access(probe, F_OK) != 0) continue;
+    int m = snprintf(mnt, CP_PATH_CAP, "%s%s", cgroup_mount, dirs[i]);
+    if (m < 0 || m >= CP_PATH_CAP) return 0;
+    /* A container may see its own cgroup as the top: drop leading
+       components of path until the directory exists. */
+    for (const char *tail = path; tail != NULL; tail = strchr(tail + 1, '/')) {
+      if (snprintf(probe, sizeof probe, "%s%s", mnt, tail) < (int)sizeof probe &&
+          cp_is_dir(probe)) {
+        *rel = tail;
+        return 1;
+      }
+    }
+    *rel = "/";
+    return 1;
+  }
+  return 0;
+}
+
+/* The smallest quota from the process's directory up to the top of the mount. */
+static int cp_hierarchy_quota(const char *proc_self_cgroup, const char *mountinfo,
+                              const char *cgroup_mount, int v2) {
+  char path[CP_PATH_CAP], mnt[CP_PATH_CAP], dir[CP_PATH_CAP];
+  const char *rel;
+  if (!cp_cgroup_path(proc_self_cgroup, v2, path, sizeof path)) return 0;
+  if (!cp_find_mount(mountinfo, v2, path, mnt, &rel) &&
+      !cp_guess_mount(cgroup_mount, v2, path, mnt, &rel))
+    return 0;
+  size_t top = strlen(mnt);
+  while (top > 0 && mnt[top - 1] == '/') top--; /* so that "/" + rel is rel */
+  mnt[top] = '\0';
+  int n = snprintf(dir, sizeof dir, "%s%s", mnt, strcmp(rel, "/") == 0 ? "" : rel);
+  if (n < 0 || n >= (int)sizeof dir) return 0;
+  if (!cp_is_dir(dir)) dir[top] = '\0'; /* moved, or not visible here: the top */
+  int best = 0;
+  for (;;) {
+    int q = cp_dir_quota(dir, v2);
+    if (q > 0 && (best == 0 || q < best)) best = q;
+    char *slash = strrchr(dir + top, '/');
+    if (slash == NULL) break;
+    *slash = '\0';
+  }
+  return best;
+}
+
+int cp_cgroup_quota_cpus(const char *proc_self_cgroup, const char *mountinfo,
+                         const char *cgroup_mount) {
+  int v2 = cp_hierarchy_quota(proc_self_cgroup, mountinfo, cgroup_mount, 1);
+  int v1 = cp_hierarchy_quota(proc_self_cgroup, mountinfo, cgroup_mount, 0);
+  if (v2 > 0 && v1 > 0) return v2 < v1 ? v2 : v1;
+  return v2 > 0 ? v2 : v1;
+}
+
+int cp_cpu_usable_now(void) {
+  /* Room for 8192 CPUs (the largest x86-64 kernel configuration) without an
+     allocation: one cpu_set_t has 1024, and sched_getaffinity refuses a set
+     smaller than the kernel's. */
+  cpu_set_t sets[8];
+  int n = 0;
+  if (sched_getaffinity(0, sizeof sets, sets) == 0) n = CPU_COUNT_S(sizeof sets, sets);
+  if (n < 1) {
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    n = online > 0 && online < (1 << 20) ? (int)online : 1;
+  }
+  int quota = cp_cgroup_quota_cpus("/proc/self/cgroup", "/proc/self/mountinfo", "/sys/fs/cgroup");
+  return quota > 0 && quota < n ? quota : n;
 }
 
 static void cp_cpu_init(void) {
@@ -203,7 +468,7 @@ static void cp_cpu_init(void) {
       limit = c->detected, c->isa_cap_ignored = 1;
     if (limit < c->isa) c->isa = limit;
   }
-  c->usable_cpus = cp_usable_cpus();
+  c->usable_cpus = cp_cpu_usable_now();
 }
 
 const cp_cpu *cp_cpu_get(void) {
@@ -218,7 +483,7 @@ convpool_status convpool_get_info(convpool_info *info) {
   memset(info, 0, sizeof *info);
   info->version = CONVPOOL_VERSION_STRING;
   info->isa = cp_isa_name(c->isa);
-  info->usable_cpus = c->usable_cpus;
+  info->usable_cpus = cp_cpu_usable_now();
   info->l1d_bytes = c->l1d;
   info->l2_bytes = c->l2;
   info->l3_bytes = c->l3;

@@ -32,23 +32,6 @@ static inline size_t cp_round_up(size_t a, size_t m) { return (a + m - 1) / m * 
 
 /* ---- CPU facts (cpu.c) ---- */
 
-typedef enum cp_isa {
-  CP_ISA_SCALAR = 0,
-  CP_ISA_AVX2 = 1,      /* AVX2 + FMA + F16C */
-  CP_ISA_AVX512 = 2,    /* AVX-512 F, BW, VL */
-  CP_ISA_AVX512_BF16 = 3 /* the above + AVX512_BF16 */
-} cp_isa;
-
-typedef struct cp_cpu {
-  cp_isa isa;           /* best ISA detected, capped by CONVPOOL_ISA */
-  cp_isa detected;      /* best ISA the CPU and OS support */
-  int isa_cap_ignored;  /* CONVPOOL_ISA was set to a value not recognised */
-  int usable_cpus;
-  size_t l1d, l2, l3;
-  int caches_from_cpuid;
-} cp_cpu;
-
-const cp_cpu *cp_cpu_get(void); /* computed once, thread-safe */
-const char *cp_isa_name(cp_isa isa);
+#include "cpu.h"
 
 #endif

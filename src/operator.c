@@ -183,7 +183,7 @@ convpool_status convpool_op_create_layer(const convpool_layer *public_layer, con
   op->requested = o->algo;
   op->algo = algo;
   op->setup = setup;
-  op->threads = o->threads > 0 ? o->threads : cpu->usable_cpus;
+  op->threads = o->threads > 0 ? o->threads : cp_cpu_usable_now(); /* affinity now */
   op->rows_per_item = o->rows_per_item;
   op->allocator_copy = *a;
   op->allocator = a = &op->allocator_copy;

@@ -27,6 +27,24 @@ echo "$out" | grep -Eq '^\[INFO\] min=[0-9.]+ us median=[0-9.]+ us avg=[0-9.]+ u
   { echo "no timing line in: $out"; fail=1; }
 echo "$out" | grep -Eq 'GFLOP/s' || { echo "no GFLOP/s line"; fail=1; }
 
+# --threads 0 means the usable CPUs, as in the API (and is the default).
+# shellcheck disable=SC2086
+t0=$("$cli" $small --threads 0 | sed -n 's/.*(threads=\([0-9]*\),.*/\1/p')
+# shellcheck disable=SC2086
+tdef=$("$cli" $small | sed -n 's/.*(threads=\([0-9]*\),.*/\1/p')
+if [ -z "$t0" ] || [ "$t0" -lt 1 ] || [ "$t0" != "$tdef" ]; then
+  echo "--threads 0 ran with '$t0' threads, the default with '$tdef'"; fail=1
+else
+  echo "--threads 0: $t0 threads, as the default"
+fi
+if command -v taskset >/dev/null 2>&1; then
+  # shellcheck disable=SC2086
+  t1=$(taskset -c 0 "$cli" $small --threads 0 | sed -n 's/.*(threads=\([0-9]*\),.*/\1/p')
+  [ "$t1" = 1 ] || { echo "--threads 0 on one CPU (taskset -c 0) ran with '$t1' threads"; fail=1; }
+else
+  echo "skipped: --threads 0 under taskset (taskset is not installed)"
+fi
+
 # bad inputs: "arguments|expected text in the message"
 mkdir "$tmp/trunc"
 cp "$tmp/a/meta.json" "$tmp/a/w.bin" "$tmp/a/bias.bin" "$tmp/trunc/"
@@ -52,7 +70,11 @@ done <<LIST
 --height 10 --width 10 --pool 9|pool = 9 is larger than the conv output 8x8
 --dtype int8|int8
 --batch -1|--batch = -1
---threads 0|--threads = 0
+--threads -1|--threads = -1 must be in 0..1024
+--threads 1025|--threads = 1025 must be in 0..1024
+--load-dir ""|--load-dir is empty
+--dump-dir ""|--dump-dir is empty
+--dump-dir|--dump-dir needs a directory
 --height abc|'abc' is not an integer
 --width 12x|'12x' is not an integer
 --batch 99999999999 --in-channels 99999999999 --height 99999 --width 99999|overflows

@@ -5,10 +5,12 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -41,13 +43,17 @@ static void usage(FILE *f) {
           "  --filter K                filter size K x K (default 3)\n"
           "  --pool P                  max pool P x P, stride P (default 2; 1 = none)\n"
           "  --bias | --no-bias        add a bias after the max (default on)\n"
-          "  --threads N               threads (default: usable CPUs)\n"
+          "  --threads N               threads; 0 = the usable CPUs (affinity and cgroup\n"
+          "                            CPU quota), the default\n"
           "  --impl auto|sr|im2col|winograd  algorithm (default auto; winograd: k = 3)\n"
           "  --rows-per-item N         pooled rows per work item (default: planned)\n"
           "  --warmup N --iters N      timing runs (default 2 and 10)\n"
           "  --seed S                  data seed (default 0)\n"
           "  --dump-dir DIR            write x.bin w.bin [bias.bin] out.bin meta.json\n"
           "  --load-dir DIR            read meta.json x.bin w.bin [bias.bin], write out.bin\n"
+          "                            (each file written goes to a new temporary file that\n"
+          "                            is renamed over it: a link there is replaced, not\n"
+          "                            followed)\n"
           "  --show-tiling             print the plan\n"
           "  --profile                 print time per phase, GFLOP/s and bytes moved\n"
           "  --help, --version\n"
@@ -82,6 +88,14 @@ static convpool_dtype parse_dtype(const char *text) {
   if (strcmp(text, "float16") == 0) return CONVPOOL_FLOAT16;
   if (strcmp(text, "bfloat16") == 0) return CONVPOOL_BFLOAT16;
   die(EXIT_USAGE, "--dtype = '%s' is not one of float32, float16, bfloat16", text);
+}
+
+/* A directory argument; an empty one (which would name the filesystem root
+   once "/x.bin" is appended) is refused. */
+static const char *parse_dir(const char *flag, const char *text) {
+  if (text == NULL) die(EXIT_USAGE, "%s needs a directory", flag);
+  if (text[0] == '\0') die(EXIT_USAGE, "%s is empty: give a directory (e.g. %s .)", flag, flag);
+  return text;
 }
 
 static void parse_args(int argc, char **argv, cli *c) {
@@ -119,7 +133,7 @@ static void parse_args(int argc, char **argv, cli *c) {
     } else if (strcmp(a, "--no-bias") == 0) {
       c->bias = 0;
     } else if (TAKE("--threads")) {
-      c->threads = (int)parse_int(a, v, 1, 1024);
+      c->threads = (int)parse_int(a, v, 0, 1024); /* 0: the library's usable CPUs */
     } else if (TAKE("--rows-per-item")) {
       c->rows_per_item = (int)parse_int(a, v, 1, 1 << 30);
     } else if (TAKE("--warmup")) {
@@ -133,11 +147,9 @@ static void parse_args(int argc, char **argv, cli *c) {
       if (convpool_algo_from_name(v, &c->algo) != CONVPOOL_SUCCESS)
         die(EXIT_USAGE, "--impl = %s", convpool_last_error());
     } else if (TAKE("--dump-dir")) {
-      if (v == NULL) die(EXIT_USAGE, "--dump-dir needs a directory");
-      c->dump_dir = v;
+      c->dump_dir = parse_dir(a, v);
     } else if (TAKE("--load-dir")) {
-      if (v == NULL) die(EXIT_USAGE, "--load-dir needs a directory");
-      c->load_dir = v;
+      c->load_dir = parse_dir(a, v);
     } else if (strcmp(a, "--show-tiling") == 0) {
       c->show_tiling = 1;
     } else if (strcmp(a, "--profile") == 0) {
@@ -217,21 +229,71 @@ static void *read_file(const char *dir, const char *name, size_t expect, int exa
   return data;
 }
 
-/* Write through a temporary name and rename, so no partial file is ever visible. */
+/* 64 random bits for a temporary name (a guessed name is harmless, see
+   write_file; randomness only keeps a planted name from blocking us). */
+static uint64_t random_bits(void) {
+  uint64_t r;
+  if (getrandom(&r, sizeof r, GRND_NONBLOCK) == (ssize_t)sizeof r) return r;
+  static uint64_t counter;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t z = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 12) ^
+               (++counter * 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/*
+ * Replace dir/name with the bytes, atomically: they go to a new file with a
+ * random name in the same directory, created with O_CREAT | O_EXCL |
+ * O_NOFOLLOW (so an existing file or a planted symbolic link is never opened,
+ * followed or reused: the name is tried again), which is written, fsynced and
+ * renamed over dir/name (a link at dir/name is replaced, not followed). On
+ * any failure the temporary file is removed and the message gives the reason
+ * (strerror). Termination signals are held back meanwhile, so an interrupt
+ * cannot leave the temporary file behind either.
+ */
 static void write_file(const char *dir, const char *name, const void *data, size_t bytes) {
   char *path = join(dir, name);
-  size_t n = strlen(path) + 32;
-  char *tmp = xmalloc(n, "a path");
-  snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-  FILE *f = fopen(tmp, "wb");
-  if (f == NULL) die(1, "cannot create %s: %s", tmp, strerror(errno));
-  int ok = fwrite(data, 1, bytes, f) == bytes;
-  ok = (fclose(f) == 0) && ok;
-  if (!ok || rename(tmp, path) != 0) {
-    remove(tmp);
-    die(1, "cannot write %s", path);
+  sigset_t hold, saved;
+  sigemptyset(&hold);
+  sigaddset(&hold, SIGHUP);
+  sigaddset(&hold, SIGINT);
+  sigaddset(&hold, SIGQUIT);
+  sigaddset(&hold, SIGTERM);
+  sigprocmask(SIG_BLOCK, &hold, &saved);
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) die(1, "cannot write %s: %s", path, strerror(errno));
+  char tmp[64 + 32];
+  int fd = -1;
+  for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
+    snprintf(tmp, sizeof tmp, "%.64s.tmp.%012llx", name,
+             (unsigned long long)(random_bits() & 0xffffffffffffull));
+    fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST) break;
   }
-  free(tmp);
+  if (fd < 0) die(1, "cannot write %s: %s", path, strerror(errno));
+  int err = 0;
+  const char *p = data;
+  for (size_t left = bytes; left > 0 && err == 0;) {
+    ssize_t n = write(fd, p, left < ((size_t)1 << 30) ? left : (size_t)1 << 30);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) err = n < 0 ? errno : EIO;
+    else p += n, left -= (size_t)n;
+  }
+  if (err == 0 && fsync(fd) != 0) err = errno;
+  if (close(fd) != 0 && err == 0) err = errno;
+  if (err == 0 && renameat(dfd, tmp, dfd, name) != 0) err = errno;
+  if (err != 0) {
+    unlinkat(dfd, tmp, 0);
+    die(1, "cannot write %s: %s", path, strerror(err));
+  }
+  /* The rename itself reaches the disk with the directory. */
+  if (fsync(dfd) != 0 && errno != EINVAL)
+    die(1, "cannot write %s: %s (syncing %s)", path, strerror(errno), dir);
+  close(dfd);
+  sigprocmask(SIG_SETMASK, &saved, NULL);
   free(path);
 }
 
@@ -283,6 +345,9 @@ static void check(convpool_status st) {
 }
 
 int main(int argc, char **argv) {
+  /* A file size limit (ulimit -f) then fails the write with EFBIG, reported
+     like any other write failure, instead of killing the process. */
+  signal(SIGXFSZ, SIG_IGN);
   cli c;
   parse_args(argc, argv, &c);
   if (c.load_dir != NULL) load_meta(&c);
@@ -393,6 +458,9 @@ int main(int argc, char **argv) {
            plan.scratch_bytes_per_thread, ru.ru_maxrss);
   }
 
+  /* The workers end before any file is written, so a failed write exits
+     with no thread running. */
+  convpool_op_destroy(op);
   if (c.dump_dir != NULL) {
     if (mkdir(c.dump_dir, 0777) != 0 && errno != EEXIST)
       die(1, "cannot create %s: %s", c.dump_dir, strerror(errno));
@@ -409,7 +477,6 @@ int main(int argc, char **argv) {
   }
   if (c.load_dir != NULL) write_file(c.load_dir, "out.bin", y, y_bytes);
 
-  convpool_op_destroy(op);
   free(t);
   free(y);
   free(bias);

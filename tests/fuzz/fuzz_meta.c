@@ -3,9 +3,11 @@
  * meta.json that `convpool --load-dir` reads from untrusted directories.
  *
  * Properties checked on every input (a violation aborts):
- *  - the result is 0 or -1, and the parser never reads outside the input
- *    (the input buffer has exactly `size` bytes; ASan watches the edges);
- *  - on -1: the reason is non-empty, NUL-terminated within the capacity, one
+ *  - the result is CP_META_OK, _SYNTAX, _INVALID or _LIMIT, and the parser
+ *    never reads outside the input (the input buffer has exactly `size`
+ *    bytes; ASan watches the edges); _LIMIT needs more than
+ *    CP_META_MAX_DEPTH brackets and braces in the input;
+ *  - on an error: the reason is non-empty, NUL-terminated within the capacity, one
  *    line with no control character below 0x20 (no newline, carriage return
  *    or escape: it is printed as the CLI's single stderr line),
  *    and small capacities (0 .. 16) are respected byte for byte;
@@ -78,7 +80,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char err[256 + 16];
   memset(err, GUARD, sizeof err);
   int rc = cp_meta_parse(text, size, &m, err, 256);
-  FUZZ_ASSERT(rc == 0 || rc == -1, "result %d", rc);
+  FUZZ_ASSERT(rc == CP_META_OK || rc == CP_META_SYNTAX || rc == CP_META_INVALID ||
+                  rc == CP_META_LIMIT,
+              "result %d", rc);
+  if (rc == CP_META_LIMIT) {
+    size_t opens = 0;
+    for (size_t i = 0; i < size; i++) opens += data[i] == '[' || data[i] == '{';
+    FUZZ_ASSERT(opens > CP_META_MAX_DEPTH, "nesting limit with only %zu '[' and '{'", opens);
+  }
   FUZZ_ASSERT(guard_ok(err + 256, 16), "the reason overran its capacity");
   if (rc != 0) {
     const char *end = memchr(err, '\0', 256);

@@ -34,9 +34,10 @@ for a in "$@"; do
 done
 
 # The C tests (the Python ones are slow and not C): layer_*, api, alloc_fail,
-# threads, soak, cli, cli_files, fuzz_corpus_*.
-tests='layer_|api|alloc|threads|soak|cli|fuzz_corpus'
-targets="test_layer test_api test_alloc_fail test_threads soak convpool_cli fuzz_api_replay fuzz_meta_replay"
+# threads, soak, cpu, cli, cli_files, fuzz_corpus_*, and meta_differential
+# (Python, but it drives the instrumented parser).
+tests='layer_|api|alloc|threads|soak|cpu|cli|fuzz_corpus|meta_differential'
+targets="test_layer test_api test_alloc_fail test_threads soak test_cpu convpool_cli fuzz_api_replay fuzz_meta_replay meta_check"
 summary=""
 failed=0
 note() { summary="$summary$1
@@ -133,7 +134,16 @@ if [ "$do_valgrind" -eq 1 ]; then
       valgrind_run "cli --load-dir with a truncated x.bin" 2 "$cli" --load-dir "$tmp/bad"
       printf '{"dtype": "float32", "batch": 1' >"$tmp/bad/meta.json"
       valgrind_run "cli --load-dir with a cut meta.json" 2 "$cli" --load-dir "$tmp/bad"
+      ln -sf "$tmp/dumped.bin" "$tmp/d32/out.bin"
+      valgrind_run "cli --load-dir over a link at out.bin" 0 "$cli" --load-dir "$tmp/d32"
+      if [ -L "$tmp/d32/out.bin" ] || ! cmp -s "$tmp/d32/out.bin" "$tmp/dumped.bin"; then
+        note "FAIL  valgrind: the link at out.bin was not replaced by the output"
+        failed=1
+      fi
+      mkdir -p "$tmp/dmeta/meta.json"
+      valgrind_run "cli --dump-dir failing to write (meta.json is a directory)" 1 "$cli" $small --dump-dir "$tmp/dmeta"
       valgrind_run "test_api" 0 "$vdir/bin/test_api"
+      valgrind_run "test_cpu" 0 "$vdir/bin/test_cpu"
       valgrind_run "test_alloc_fail" 0 "$vdir/bin/test_alloc_fail"
       valgrind_run "soak 40" 0 "$vdir/bin/soak" 40
       [ -f "$tmp/report" ] && cat "$tmp/report"
