@@ -13,5 +13,5 @@ LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/consumer/example"
 libdir=$(ls -d "$tmp"/prefix/lib*/pkgconfig | head -n 1)
 flags=$(PKG_CONFIG_PATH="$libdir" pkg-config --cflags --libs convpool)
 # shellcheck disable=SC2086
-cc "$src/example.c" $flags -o "$tmp/example-pc"
+cc "$src/example.c" $flags -lm -o "$tmp/example-pc"
 LD_LIBRARY_PATH="$(dirname "$libdir")" "$tmp/example-pc"
