@@ -41,12 +41,12 @@ extern "C" {
  * (convpool_status_string); the library checks at compile time that the two
  * agree. X(name, value, string, meaning).
  */
-#define CONVPOOL_STATUS_LIST(X)                                                              \
-  X(CONVPOOL_SUCCESS, 0, "success", "the call did what it was asked")                       \
+#define CONVPOOL_STATUS_LIST(X)                                                                 \
+  X(CONVPOOL_SUCCESS, 0, "success", "the call did what it was asked")                           \
   X(CONVPOOL_INVALID_ARGUMENT, 1, "invalid argument", "a pointer, size or option is not valid") \
-  X(CONVPOOL_UNSUPPORTED, 2, "unsupported", "valid, but not implemented on this build or CPU") \
-  X(CONVPOOL_OUT_OF_MEMORY, 3, "out of memory", "an allocation failed; nothing was leaked")   \
-  X(CONVPOOL_INVALID_STATE, 4, "invalid state", "the operator is in use by another call")    \
+  X(CONVPOOL_UNSUPPORTED, 2, "unsupported", "valid, but not implemented on this build or CPU")  \
+  X(CONVPOOL_OUT_OF_MEMORY, 3, "out of memory", "an allocation failed; nothing was leaked")     \
+  X(CONVPOOL_INVALID_STATE, 4, "invalid state", "the operator is in use by another call")       \
   X(CONVPOOL_INTERNAL_ERROR, 5, "internal error", "a resource other than memory failed (threads)")
 
 typedef enum convpool_status {
@@ -57,16 +57,16 @@ typedef enum convpool_status {
 
 /** Element type of src, weights, bias and dst. */
 typedef enum convpool_dtype {
-  CONVPOOL_FLOAT32 = 0,  /**< IEEE binary32 */
-  CONVPOOL_FLOAT16 = 1,  /**< IEEE binary16 storage; fp32 products and accumulation */
-  CONVPOOL_BFLOAT16 = 2  /**< bfloat16 storage; fp32 products and accumulation. On CPUs
-                              with AVX512_BF16 the kernel uses vdpbf16ps, which for each
-                              channel pair adds the odd channel's product and then the even
-                              one's into the fp32 sum, each step rounded to nearest even,
-                              with subnormal bf16 inputs read as zero and every subnormal
-                              step result flushed to zero (DAZ and FTZ whatever MXCSR
-                              says): a sum of tiny products that stays subnormal gives 0
-                              there, where other CPUs give the subnormal value. */
+  CONVPOOL_FLOAT32 = 0, /**< IEEE binary32 */
+  CONVPOOL_FLOAT16 = 1, /**< IEEE binary16 storage; fp32 products and accumulation */
+  CONVPOOL_BFLOAT16 = 2 /**< bfloat16 storage; fp32 products and accumulation. On CPUs
+                             with AVX512_BF16 the kernel uses vdpbf16ps, which for each
+                             channel pair adds the odd channel's product and then the even
+                             one's into the fp32 sum, each step rounded to nearest even,
+                             with subnormal bf16 inputs read as zero and every subnormal
+                             step result flushed to zero (DAZ and FTZ whatever MXCSR
+                             says): a sum of tiny products that stays subnormal gives 0
+                             there, where other CPUs give the subnormal value. */
 } convpool_dtype;
 
 /**
@@ -99,21 +99,22 @@ typedef struct convpool_allocator {
  * are added at the end, and later fields take their defaults.
  */
 typedef struct convpool_options {
-  size_t size;       /**< sizeof(convpool_options) of the caller; set by convpool_options_init */
-  int threads;       /**< threads (the caller's included), started at create; 0 = the usable
-                          CPUs (affinity and cgroup quota, read at create). A count above the
-                          usable CPUs is honoured as asked; a run uses at most one thread per
-                          work item (convpool_run_stats.threads), the rest stay asleep */
+  size_t size; /**< sizeof(convpool_options) of the caller; set by convpool_options_init */
+  int threads; /**< threads (the caller's included), started at create; 0 = the usable
+                    CPUs (affinity and cgroup quota, read at create). A count above the
+                    usable CPUs is honoured as asked; a run uses at most one thread per
+                    work item (convpool_run_stats.threads), the rest stay asleep */
   convpool_algo algo;
-  int rows_per_item; /**< pooled rows per work item; 0 = the plan decides */
+  int rows_per_item;                   /**< pooled rows per work item; 0 = the plan decides */
   const convpool_allocator *allocator; /**< NULL = the global allocator */
 } convpool_options;
 
 /** Activation applied to conv + bias, before the pooling. */
 typedef enum convpool_activation {
-  CONVPOOL_ACTIVATION_NONE = 0,  /**< identity */
-  CONVPOOL_ACTIVATION_RELU = 1,  /**< max(v, 0); NaN stays NaN */
-  CONVPOOL_ACTIVATION_CLAMP = 2  /**< min(max(v, clamp_min), clamp_max); NaN stays NaN (ReLU6 = [0, 6]) */
+  CONVPOOL_ACTIVATION_NONE = 0, /**< identity */
+  CONVPOOL_ACTIVATION_RELU = 1, /**< max(v, 0); NaN stays NaN */
+  CONVPOOL_ACTIVATION_CLAMP =
+      2 /**< min(max(v, clamp_min), clamp_max); NaN stays NaN (ReLU6 = [0, 6]) */
 } convpool_activation;
 
 /**
@@ -128,27 +129,27 @@ typedef enum convpool_activation {
  * torch does); PW likewise.
  */
 typedef struct convpool_layer {
-  size_t size;                 /**< sizeof(convpool_layer); set by convpool_layer_init */
-  convpool_dtype dtype;        /**< element type of weights, bias, src and dst */
-  int64_t c_out, c_in, k;      /**< filter [c_out, c_in, k, k] */
-  int64_t padding[4];          /**< conv zero padding: top, left, bottom, right (>= 0) */
-  int64_t stride;              /**< conv stride: only 1 */
-  int64_t dilation;            /**< conv dilation: only 1 */
-  int64_t groups;              /**< conv groups: only 1 */
+  size_t size;            /**< sizeof(convpool_layer); set by convpool_layer_init */
+  convpool_dtype dtype;   /**< element type of weights, bias, src and dst */
+  int64_t c_out, c_in, k; /**< filter [c_out, c_in, k, k] */
+  int64_t padding[4];     /**< conv zero padding: top, left, bottom, right (>= 0) */
+  int64_t stride;         /**< conv stride: only 1 */
+  int64_t dilation;       /**< conv dilation: only 1 */
+  int64_t groups;         /**< conv groups: only 1 */
   convpool_activation activation;
-  float clamp_min, clamp_max;  /**< bounds of CONVPOOL_ACTIVATION_CLAMP (min <= max, not NaN) */
-  int64_t pool;                /**< max pooling window P x P (1 with stride 1: no pooling) */
-  int64_t pool_stride;         /**< window stride S; 0 = pool */
-  int64_t pool_padding[4];     /**< -inf padding: top, left, bottom, right, each <= pool / 2 */
-  int ceil_mode;               /**< 1: ceil sizing (torch's rule), 0: floor */
+  float clamp_min, clamp_max; /**< bounds of CONVPOOL_ACTIVATION_CLAMP (min <= max, not NaN) */
+  int64_t pool;               /**< max pooling window P x P (1 with stride 1: no pooling) */
+  int64_t pool_stride;        /**< window stride S; 0 = pool */
+  int64_t pool_padding[4];    /**< -inf padding: top, left, bottom, right, each <= pool / 2 */
+  int ceil_mode;              /**< 1: ceil sizing (torch's rule), 0: floor */
 } convpool_layer;
 
 /** Library and machine facts. */
 typedef struct convpool_info {
-  const char *version;  /**< CONVPOOL_VERSION_STRING */
-  const char *isa;      /**< ISA chosen at run time: "avx512bf16", "avx512f", "avx2" or "scalar" */
-  int usable_cpus;      /**< affinity mask intersected with the cgroup CPU quota */
-  size_t l1d_bytes;     /**< data cache sizes per core (cpuid, or documented fallbacks) */
+  const char *version; /**< CONVPOOL_VERSION_STRING */
+  const char *isa;     /**< ISA chosen at run time: "avx512bf16", "avx512f", "avx2" or "scalar" */
+  int usable_cpus;     /**< affinity mask intersected with the cgroup CPU quota */
+  size_t l1d_bytes;    /**< data cache sizes per core (cpuid, or documented fallbacks) */
   size_t l2_bytes;
   size_t l3_bytes;
   int caches_from_cpuid; /**< 1 if the sizes came from cpuid, 0 if fallbacks */
@@ -266,22 +267,21 @@ CONVPOOL_API convpool_status convpool_op_describe(const convpool_op *op, int64_t
 
 /** Facts of the plan of a run, for tools and tests. */
 typedef struct convpool_plan_info {
-  int threads;             /**< threads used */
-  int64_t items;           /**< work items */
-  int64_t rows_per_item;   /**< pooled rows per work item */
-  int mr;                  /**< output channels per register tile */
-  int nr;                  /**< conv columns per register tile */
-  int64_t col_block;       /**< conv columns per column block */
+  int threads;           /**< threads used */
+  int64_t items;         /**< work items */
+  int64_t rows_per_item; /**< pooled rows per work item */
+  int mr;                /**< output channels per register tile */
+  int nr;                /**< conv columns per register tile */
+  int64_t col_block;     /**< conv columns per column block */
   size_t packed_weight_bytes;
   size_t scratch_bytes_per_thread;
   const char *isa;
-  const char *kernel;      /**< microkernel name */
+  const char *kernel; /**< microkernel name */
 } convpool_plan_info;
 
 /** Plan facts of a run on [batch, c_in, height, width]. */
-CONVPOOL_API convpool_status convpool_op_plan(const convpool_op *op, int64_t batch,
-                                              int64_t height, int64_t width,
-                                              convpool_plan_info *info);
+CONVPOOL_API convpool_status convpool_op_plan(const convpool_op *op, int64_t batch, int64_t height,
+                                              int64_t width, convpool_plan_info *info);
 
 /** Where the time of a run went. Phase times are summed over the threads. */
 typedef struct convpool_run_stats {
@@ -307,10 +307,12 @@ CONVPOOL_API convpool_status convpool_op_destroy(convpool_op *op);
  * One-shot call: create, run, destroy. Same arguments as above; weights and
  * bias must not overlap dst.
  */
-CONVPOOL_API convpool_status convpool_conv2d_maxpool(
-    convpool_dtype dtype, const void *src, int64_t batch, int64_t c_in, int64_t height,
-    int64_t width, const void *weights, int64_t c_out, int64_t k, const void *bias,
-    int64_t pool, void *dst, size_t dst_bytes, const convpool_options *options);
+CONVPOOL_API convpool_status convpool_conv2d_maxpool(convpool_dtype dtype, const void *src,
+                                                     int64_t batch, int64_t c_in, int64_t height,
+                                                     int64_t width, const void *weights,
+                                                     int64_t c_out, int64_t k, const void *bias,
+                                                     int64_t pool, void *dst, size_t dst_bytes,
+                                                     const convpool_options *options);
 
 /** One-shot call for a layer: create, run, destroy. */
 CONVPOOL_API convpool_status convpool_layer_run(const convpool_layer *layer, const void *src,

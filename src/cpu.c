@@ -94,7 +94,7 @@ static int cp_read_cache_leaf(unsigned leaf, size_t *l1d, size_t *l2, size_t *l3
     size_t line = (r[1] & 0xfff) + 1;
     size_t sets = (size_t)r[2] + 1;
     size_t size = ways * parts * line * sets;
-    if (level == 1 && type == 1) *l1d = size, found = 1;        /* data cache */
+    if (level == 1 && type == 1) *l1d = size, found = 1;               /* data cache */
     if (level == 2 && (type == 3 || type == 2)) *l2 = size, found = 1; /* unified */
     if (level == 3 && (type == 3 || type == 2)) *l3 = size, found = 1;
   }

@@ -6,16 +6,16 @@
 
 typedef enum cp_isa {
   CP_ISA_SCALAR = 0,
-  CP_ISA_AVX2 = 1,      /* AVX2 + FMA + F16C */
-  CP_ISA_AVX512 = 2,    /* AVX-512 F, BW, VL */
+  CP_ISA_AVX2 = 1,       /* AVX2 + FMA + F16C */
+  CP_ISA_AVX512 = 2,     /* AVX-512 F, BW, VL */
   CP_ISA_AVX512_BF16 = 3 /* the above + AVX512_BF16 */
 } cp_isa;
 
 typedef struct cp_cpu {
-  cp_isa isa;           /* best ISA detected, capped by CONVPOOL_ISA */
-  cp_isa detected;      /* best ISA the CPU and OS support */
-  int isa_cap_ignored;  /* CONVPOOL_ISA was set to a value not recognised */
-  int usable_cpus;      /* cp_cpu_usable_now() at the first call; prefer that function */
+  cp_isa isa;          /* best ISA detected, capped by CONVPOOL_ISA */
+  cp_isa detected;     /* best ISA the CPU and OS support */
+  int isa_cap_ignored; /* CONVPOOL_ISA was set to a value not recognised */
+  int usable_cpus;     /* cp_cpu_usable_now() at the first call; prefer that function */
   size_t l1d, l2, l3;
   int caches_from_cpuid;
 } cp_cpu;

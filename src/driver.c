@@ -38,7 +38,7 @@ cp_item cp_item_of(const cp_plan *pl, int64_t item) {
   cp_conv_span(it.c0, it.nc, pl->pool, pl->stride, pl->pool_pad[CP_LEFT], pl->ow, &it.x0, &it.nx);
   it.cb0 = cg * pl->co_blocks_per_group;
   it.cb1 = it.cb0 + pl->co_blocks_per_group < pl->co_blocks ? it.cb0 + pl->co_blocks_per_group
-                                                             : pl->co_blocks;
+                                                            : pl->co_blocks;
   it.flags = 0;
   return it;
 }

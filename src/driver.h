@@ -33,13 +33,13 @@ typedef struct cp_item {
 /* Everything a run reads; shared by the threads, read-only during the run. */
 typedef struct cp_run {
   const cp_plan *pl;
-  const float *packed;         /* packed weights */
-  cp_widen_fn widen;           /* 16-bit src -> fp32 rows; NULL for float32 */
+  const float *packed; /* packed weights */
+  cp_widen_fn widen;   /* 16-bit src -> fp32 rows; NULL for float32 */
   const cp_epilogue *epilogue;
   const unsigned char *src;
   unsigned char *dst;
-  unsigned char *scratch;      /* threads x pl->scratch_bytes */
-  cp_phase_times *times;       /* one per thread */
+  unsigned char *scratch; /* threads x pl->scratch_bytes */
+  cp_phase_times *times;  /* one per thread */
 } cp_run;
 
 /* The item with index `item` of the plan. */

@@ -37,8 +37,8 @@ static inline uint16_t cp_float_to_half(float f) {
   if (abs >= 0x7f800000u) /* Inf or NaN: keep NaN quiet and non-zero */
     return (uint16_t)(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u | ((abs >> 13) & 0x3ffu) : 0));
   if (abs >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds to >= 65520: Inf */
-  if (abs < 0x38800000u) {                                  /* below 2^-14: subnormal half */
-    if (abs < 0x33000000u) return (uint16_t)sign;           /* below 2^-25: rounds to zero */
+  if (abs < 0x38800000u) {                                   /* below 2^-14: subnormal half */
+    if (abs < 0x33000000u) return (uint16_t)sign;            /* below 2^-25: rounds to zero */
     uint32_t e = abs >> 23;
     uint32_t m = (abs & 0x7fffffu) | 0x800000u;
     uint32_t shift = 126u - e; /* 14..24 */

@@ -18,7 +18,7 @@ void cp_clear_error(void);
 /* ---- memory (status.c) ---- */
 
 const convpool_allocator *cp_allocator_or_default(const convpool_allocator *allocator);
-void *cp_alloc(const convpool_allocator *a, size_t size);  /* 64-byte aligned */
+void *cp_alloc(const convpool_allocator *a, size_t size); /* 64-byte aligned */
 void cp_free(const convpool_allocator *a, void *p);
 
 /* Overflow-checked size arithmetic: return 0 on overflow. */
@@ -28,7 +28,9 @@ static inline int cp_mul(size_t a, size_t b, size_t *out) {
 static inline int cp_add(size_t a, size_t b, size_t *out) {
   return !__builtin_add_overflow(a, b, out);
 }
-static inline size_t cp_round_up(size_t a, size_t m) { return (a + m - 1) / m * m; }
+static inline size_t cp_round_up(size_t a, size_t m) {
+  return (a + m - 1) / m * m;
+}
 
 /* ---- CPU facts (cpu.c) ---- */
 

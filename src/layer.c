@@ -43,8 +43,7 @@ convpool_status cp_layer_from_public(const convpool_layer *in, int has_bias, cp_
                    in->size, sizeof *in);
   if (in->dtype != CONVPOOL_FLOAT32 && in->dtype != CONVPOOL_FLOAT16 &&
       in->dtype != CONVPOOL_BFLOAT16)
-    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "dtype = %d is not a convpool_dtype",
-                   (int)in->dtype);
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "dtype = %d is not a convpool_dtype", (int)in->dtype);
   convpool_status st;
   if ((st = cp_check_positive("c_out", in->c_out)) != CONVPOOL_SUCCESS) return st;
   if ((st = cp_check_positive("c_in", in->c_in)) != CONVPOOL_SUCCESS) return st;
@@ -69,8 +68,8 @@ convpool_status cp_layer_from_public(const convpool_layer *in, int has_bias, cp_
   out->stride = in->pool_stride == 0 ? in->pool : in->pool_stride;
   for (int s = 0; s < 4; s++) {
     if (in->padding[s] < 0 || in->padding[s] > CP_MAX_PAD)
-      return cp_fail(CONVPOOL_INVALID_ARGUMENT, "padding %s = %lld must be in 0..%lld",
-                     cp_sides[s], (long long)in->padding[s], (long long)CP_MAX_PAD);
+      return cp_fail(CONVPOOL_INVALID_ARGUMENT, "padding %s = %lld must be in 0..%lld", cp_sides[s],
+                     (long long)in->padding[s], (long long)CP_MAX_PAD);
     if (in->pool_padding[s] < 0 || in->pool_padding[s] > in->pool / 2)
       return cp_fail(CONVPOOL_INVALID_ARGUMENT,
                      "pool_padding %s = %lld must be in 0..%lld (at most half the pool window)",

@@ -28,17 +28,17 @@ struct convpool_op {
   const cp_algorithm *algo;
   cp_algo_setup setup;
   int threads;
-  int rows_per_item;       /* forced, or 0 */
-  convpool_allocator allocator_copy; /* the caller's struct need not outlive the op */
+  int rows_per_item;                   /* forced, or 0 */
+  convpool_allocator allocator_copy;   /* the caller's struct need not outlive the op */
   const convpool_allocator *allocator; /* &allocator_copy */
-  cp_widen_fn widen;       /* 16-bit dtype -> fp32 rows (panel packing); NULL for fp32 */
+  cp_widen_fn widen; /* 16-bit dtype -> fp32 rows (panel packing); NULL for fp32 */
   cp_epilogue epilogue;
-  unsigned char *scratch;  /* per-thread scratch, kept between runs */
+  unsigned char *scratch; /* per-thread scratch, kept between runs */
   size_t scratch_bytes;
-  cp_phase_times *times;   /* per-thread phase times of the current run */
+  cp_phase_times *times; /* per-thread phase times of the current run */
   convpool_run_stats last_stats;
-  float *packed;           /* the algorithm's packed weights */
-  float *bias;             /* [co_blocks * MR], zeros past c_out */
+  float *packed; /* the algorithm's packed weights */
+  float *bias;   /* [co_blocks * MR], zeros past c_out */
   cp_threadpool *pool_threads;
 };
 
@@ -49,8 +49,8 @@ struct convpool_op {
 static convpool_status cp_check_aligned(const char *name, const void *p, convpool_dtype dtype) {
   const size_t es = convpool_dtype_size(dtype);
   if (p != NULL && (uintptr_t)p % es != 0)
-    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "%s %p is not aligned to its %zu-byte elements",
-                   name, p, es);
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "%s %p is not aligned to its %zu-byte elements", name,
+                   p, es);
   return CONVPOOL_SUCCESS;
 }
 
@@ -65,14 +65,17 @@ static convpool_status cp_check_disjoint(const char *a_name, const void *a, size
   return CONVPOOL_SUCCESS;
 }
 
-static int cp_op_valid(const convpool_op *op) { return op != NULL && op->magic == CP_OP_MAGIC; }
+static int cp_op_valid(const convpool_op *op) {
+  return op != NULL && op->magic == CP_OP_MAGIC;
+}
 
 /* Claim an idle operator (IDLE -> to); fails if a run holds it. */
 static convpool_status cp_op_claim(convpool_op *op, int to, const char *what) {
   int idle = CP_OP_IDLE;
   if (!atomic_compare_exchange_strong(&op->state, &idle, to))
-    return cp_fail(CONVPOOL_INVALID_STATE, "op %p is already running on another thread; %s after the run",
-                   (void *)op, what);
+    return cp_fail(CONVPOOL_INVALID_STATE,
+                   "op %p is already running on another thread; %s after the run", (void *)op,
+                   what);
   return CONVPOOL_SUCCESS;
 }
 
@@ -104,8 +107,7 @@ static convpool_status cp_check_options(const convpool_options *o) {
     return cp_fail(CONVPOOL_INVALID_ARGUMENT, "threads = %d must be in 0..%d (0 = all usable)",
                    o->threads, CP_MAX_THREADS);
   if (o->rows_per_item < 0)
-    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "rows_per_item = %d must be >= 0",
-                   o->rows_per_item);
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "rows_per_item = %d must be >= 0", o->rows_per_item);
   if (o->algo != CONVPOOL_ALGO_AUTO && cp_algorithm_find(o->algo) == NULL)
     return cp_fail(CONVPOOL_INVALID_ARGUMENT, "algo = %d is not a convpool_algo", (int)o->algo);
   if (o->allocator != NULL && (o->allocator->alloc == NULL || o->allocator->free == NULL))
@@ -282,8 +284,7 @@ static convpool_status cp_op_run_claimed(convpool_op *op, const void *src, int64
     op->scratch_bytes = 0;
     op->scratch = cp_alloc(op->allocator, scratch_bytes);
     if (op->scratch == NULL)
-      return cp_fail(CONVPOOL_OUT_OF_MEMORY, "cannot allocate %zu bytes of scratch",
-                     scratch_bytes);
+      return cp_fail(CONVPOOL_OUT_OF_MEMORY, "cannot allocate %zu bytes of scratch", scratch_bytes);
     op->scratch_bytes = scratch_bytes;
   }
   const double start = cp_seconds();
@@ -399,8 +400,8 @@ convpool_status convpool_layer_run(const convpool_layer *layer, const void *src,
 convpool_status convpool_conv2d_maxpool(convpool_dtype dtype, const void *src, int64_t batch,
                                         int64_t c_in, int64_t height, int64_t width,
                                         const void *weights, int64_t c_out, int64_t k,
-                                        const void *bias, int64_t pool, void *dst,
-                                        size_t dst_bytes, const convpool_options *options) {
+                                        const void *bias, int64_t pool, void *dst, size_t dst_bytes,
+                                        const convpool_options *options) {
   convpool_layer layer;
   convpool_layer_init(&layer, dtype, c_out, c_in, k, pool);
   return convpool_layer_run(&layer, src, batch, height, width, weights, bias, dst, dst_bytes,

@@ -14,7 +14,8 @@ float cp_load_elem(convpool_dtype dtype, const void *base, size_t index) {
 int cp_size_weights_blocked(const cp_layer *layer, cp_algo_setup *setup) {
   const size_t mr = (size_t)setup->uk->mr, c_out = (size_t)layer->c_out, k = (size_t)layer->k;
   const size_t blocks = (c_out + mr - 1) / mr;
-  const size_t steps = ((size_t)layer->c_in + (size_t)setup->uk->cpack - 1) / (size_t)setup->uk->cpack;
+  const size_t steps =
+      ((size_t)layer->c_in + (size_t)setup->uk->cpack - 1) / (size_t)setup->uk->cpack;
   /* full blocks of MR, then the tail kernel's MR */
   const size_t channels = c_out % mr ? (blocks - 1) * mr + (size_t)setup->uk_tail->mr : blocks * mr;
   size_t per_channel;
@@ -24,10 +25,11 @@ int cp_size_weights_blocked(const cp_layer *layer, cp_algo_setup *setup) {
          cp_mul(mr, per_channel, &setup->weight_block_bytes);
 }
 
-void cp_pack_weights_blocked(const cp_layer *layer, const cp_algo_setup *setup,
-                             const void *weights, float *packed) {
+void cp_pack_weights_blocked(const cp_layer *layer, const cp_algo_setup *setup, const void *weights,
+                             float *packed) {
   const size_t cin = (size_t)layer->c_in, k = (size_t)layer->k, kk = k * k;
-  const size_t main_mr = (size_t)setup->uk->mr, blocks = ((size_t)layer->c_out + main_mr - 1) / main_mr;
+  const size_t main_mr = (size_t)setup->uk->mr,
+               blocks = ((size_t)layer->c_out + main_mr - 1) / main_mr;
   const size_t cpack = (size_t)setup->uk->cpack, steps = (cin + cpack - 1) / cpack;
   const uint16_t *w16 = weights;
   for (size_t cb = 0; cb < blocks; cb++) {
@@ -91,8 +93,8 @@ void cp_pack_panel(const cp_run *r, int64_t b, int64_t iy0, size_t rows, int64_t
   const size_t steps = (size_t)pl->c_steps, cpack = (size_t)pl->uk->cpack;
   const size_t plane0 = (size_t)b * cin * hw;
   /* the prefetched span: the part of the rows inside the input */
-  const int64_t pa = ix0 < 0 ? 0 : ix0, pe = ix0 + (int64_t)cols < pl->width ? ix0 + (int64_t)cols
-                                                                            : pl->width;
+  const int64_t pa = ix0 < 0 ? 0 : ix0,
+                pe = ix0 + (int64_t)cols < pl->width ? ix0 + (int64_t)cols : pl->width;
   const size_t span_bytes = pa < pe ? (size_t)(pe - pa) * es : 0;
   for (size_t s = 0; s < steps; s++) {
     float *to = panel + s * cs;
@@ -147,7 +149,8 @@ void cp_pack_im2col(const cp_run *r, const cp_item *it, float *strip) {
     }
     /* Common case: the valid positions are one run within a row, then padding. */
     size_t run = 0;
-    while (interior && run < nr && valid[run] && iy[run] == iy[0] && ix[run] == ix[0] + (int64_t)run)
+    while (interior && run < nr && valid[run] && iy[run] == iy[0] &&
+           ix[run] == ix[0] + (int64_t)run)
       run++;
     int contiguous = interior;
     for (size_t n = run; n < nr; n++) contiguous &= !valid[n];
@@ -157,8 +160,10 @@ void cp_pack_im2col(const cp_run *r, const cp_item *it, float *strip) {
           const size_t at = plane0 + s * cpack * hw;
           if (contiguous && run > 0 && cpack == 1) {
             const size_t from = at + (size_t)(iy[0] + (int64_t)i) * w + (size_t)ix[0] + j;
-            if (r->widen != NULL) r->widen((const uint16_t *)r->src + from, to, run);
-            else memcpy(to, (const float *)r->src + from, run * sizeof(float));
+            if (r->widen != NULL)
+              r->widen((const uint16_t *)r->src + from, to, run);
+            else
+              memcpy(to, (const float *)r->src + from, run * sizeof(float));
             memset(to + run, 0, (nr - run) * sizeof(float));
             continue;
           }

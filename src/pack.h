@@ -18,8 +18,8 @@ float cp_load_elem(convpool_dtype dtype, const void *base, size_t index);
  * kernel's MR. Pair kernels (cpack 2) take 32-bit bf16 pairs: channel 2c in
  * the low half, 2c+1 in the high half (zero past c_in).
  */
-void cp_pack_weights_blocked(const cp_layer *layer, const cp_algo_setup *setup,
-                             const void *weights, float *packed);
+void cp_pack_weights_blocked(const cp_layer *layer, const cp_algo_setup *setup, const void *weights,
+                             float *packed);
 
 /* Packed size of cp_pack_weights_blocked for the setup's kernels; fills
    setup->packed_weight_bytes and weight_block_bytes; 0 on overflow. */

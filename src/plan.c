@@ -80,8 +80,10 @@ static convpool_status cp_choose_items(cp_plan *pl, int64_t forced) {
       int64_t lo = 1, hi = pl->ph;
       while (lo < hi) {
         int64_t mid = lo + (hi - lo + 1) / 2;
-        if (geometry(pl, mid, cw) && cp_fits(pl)) lo = mid;
-        else hi = mid - 1;
+        if (geometry(pl, mid, cw) && cp_fits(pl))
+          lo = mid;
+        else
+          hi = mid - 1;
       }
       g = lo;
       if (!geometry(pl, g, cw)) continue;
@@ -136,8 +138,8 @@ static int cp_tensor_bytes(int64_t d0, int64_t d1, int64_t d2, int64_t d3, size_
          cp_mul(n, (size_t)d3, &n) && cp_mul(n, elem, bytes) && *bytes <= (size_t)PTRDIFF_MAX;
 }
 
-int64_t cp_pooled_size(int64_t conv, int64_t pool, int64_t stride, int64_t pad_lo,
-                       int64_t pad_hi, int ceil_mode) {
+int64_t cp_pooled_size(int64_t conv, int64_t pool, int64_t stride, int64_t pad_lo, int64_t pad_hi,
+                       int ceil_mode) {
   const int64_t span = conv + pad_lo + pad_hi - pool;
   if (span < 0) return 0;
   int64_t n = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
@@ -195,22 +197,21 @@ static convpool_status cp_plan_run(const cp_layer *layer, const cp_algorithm *al
   pl->pw = cp_pooled_size(pl->ow, layer->pool, layer->stride, layer->pool_pad[CP_LEFT],
                           layer->pool_pad[CP_RIGHT], layer->ceil_mode);
   if (pl->ph < 1 || pl->pw < 1)
-    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
-                   "pool = %lld is larger than the conv output %lldx%lld%s", (long long)layer->pool,
-                   (long long)pl->oh, (long long)pl->ow,
-                   layer->pool_pad[0] || layer->pool_pad[1] || layer->pool_pad[2] ||
-                           layer->pool_pad[3]
-                       ? " with its pool padding"
-                       : "");
+    return cp_fail(
+        CONVPOOL_INVALID_ARGUMENT, "pool = %lld is larger than the conv output %lldx%lld%s",
+        (long long)layer->pool, (long long)pl->oh, (long long)pl->ow,
+        layer->pool_pad[0] || layer->pool_pad[1] || layer->pool_pad[2] || layer->pool_pad[3]
+            ? " with its pool padding"
+            : "");
   pl->elem_size = convpool_dtype_size(layer->dtype);
   if (!cp_tensor_bytes(batch, layer->c_in, height, width, pl->elem_size, &pl->src_bytes))
     return cp_fail(CONVPOOL_INVALID_ARGUMENT,
-                   "src [%lld, %lld, %lld, %lld] has a byte count that overflows",
-                   (long long)batch, (long long)layer->c_in, (long long)height, (long long)width);
+                   "src [%lld, %lld, %lld, %lld] has a byte count that overflows", (long long)batch,
+                   (long long)layer->c_in, (long long)height, (long long)width);
   if (!cp_tensor_bytes(batch, layer->c_out, pl->ph, pl->pw, pl->elem_size, &pl->dst_bytes))
     return cp_fail(CONVPOOL_INVALID_ARGUMENT,
-                   "dst [%lld, %lld, %lld, %lld] has a byte count that overflows",
-                   (long long)batch, (long long)layer->c_out, (long long)pl->ph, (long long)pl->pw);
+                   "dst [%lld, %lld, %lld, %lld] has a byte count that overflows", (long long)batch,
+                   (long long)layer->c_out, (long long)pl->ph, (long long)pl->pw);
 
   const cp_cpu *cpu = cp_cpu_get();
   pl->algo = algo;
@@ -279,8 +280,7 @@ void cp_plan_describe(const cp_plan *pl, convpool_dtype dtype, const char *choic
       (long long)pl->batch, (long long)pl->row_groups, (long long)pl->col_blocks,
       (long long)pl->co_groups, (long long)pl->co_blocks_per_group, epilogue, pl->threads,
       pl->packed_weight_bytes, pl->weight_block_bytes, pl->panel_bytes, pl->cfg->panel_l2_div,
-      pl->panel_budget, pl->panel_bytes <= pl->panel_budget ? "fits" : "over budget",
-      pl->buf_bytes, pl->cfg->buf_l2_div, pl->buf_budget,
-      pl->buf_bytes <= pl->buf_budget ? "fits" : "over budget", pl->scratch_bytes,
-      pl->scratch_bytes * (size_t)pl->threads);
+      pl->panel_budget, pl->panel_bytes <= pl->panel_budget ? "fits" : "over budget", pl->buf_bytes,
+      pl->cfg->buf_l2_div, pl->buf_budget, pl->buf_bytes <= pl->buf_budget ? "fits" : "over budget",
+      pl->scratch_bytes, pl->scratch_bytes * (size_t)pl->threads);
 }

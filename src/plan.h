@@ -66,19 +66,19 @@ typedef struct cp_plan {
   const cp_sr_ukernel *uk_tail;
   int64_t co_blocks; /* ceil(c_out / MR) */
   /* item size (the plan) */
-  int64_t group;        /* pooled rows per item (the "rows per item") */
-  int64_t col_block;    /* pooled columns per item */
-  int64_t conv_rows;    /* conv rows of the largest item's region */
-  int64_t conv_cols;    /* conv columns of the largest item's region */
+  int64_t group;     /* pooled rows per item (the "rows per item") */
+  int64_t col_block; /* pooled columns per item */
+  int64_t conv_rows; /* conv rows of the largest item's region */
+  int64_t conv_cols; /* conv columns of the largest item's region */
   /* panel (set by the algorithm's geometry for conv_rows x conv_cols) */
-  int64_t panel_rows;   /* input rows of an item: conv_rows + k - 1 */
-  size_t panel_ld;      /* elements between panel rows */
-  size_t panel_cs;      /* elements between panel channels */
-  size_t panel_floats;  /* 32-bit elements of the panel */
-  int flat;             /* tiles run flat over the rows (narrow rows), not per row */
-  size_t tiles;         /* microkernel tiles per channel block of a full item */
-  size_t buf_row_ld;    /* floats between conv rows in the tile buffer */
-  size_t buf_cols;      /* floats per output channel in the tile buffer */
+  int64_t panel_rows;  /* input rows of an item: conv_rows + k - 1 */
+  size_t panel_ld;     /* elements between panel rows */
+  size_t panel_cs;     /* elements between panel channels */
+  size_t panel_floats; /* 32-bit elements of the panel */
+  int flat;            /* tiles run flat over the rows (narrow rows), not per row */
+  size_t tiles;        /* microkernel tiles per channel block of a full item */
+  size_t buf_row_ld;   /* floats between conv rows in the tile buffer */
+  size_t buf_cols;     /* floats per output channel in the tile buffer */
   /* items */
   int64_t row_groups, col_blocks, co_groups, co_blocks_per_group, items;
   int threads;
@@ -95,8 +95,8 @@ typedef struct cp_plan {
  */
 /* Pooled outputs along a side of `conv` conv outputs (0 if the window does
    not fit the padded side). */
-int64_t cp_pooled_size(int64_t conv, int64_t pool, int64_t stride, int64_t pad_lo,
-                       int64_t pad_hi, int ceil_mode);
+int64_t cp_pooled_size(int64_t conv, int64_t pool, int64_t stride, int64_t pad_lo, int64_t pad_hi,
+                       int ceil_mode);
 
 convpool_status cp_plan_make(const cp_layer *layer, const struct cp_algorithm *algo,
                              const cp_algo_setup *setup, int threads, int64_t rows_per_item,

@@ -14,9 +14,9 @@ static const char *const cp_status_strings[] = {CONVPOOL_STATUS_LIST(CP_STATUS_S
 #define CP_STATUS_ONE(name, value, string, meaning) +1
 enum { CP_STATUS_COUNT = 0 CONVPOOL_STATUS_LIST(CP_STATUS_ONE) };
 #undef CP_STATUS_ONE
-#define CP_STATUS_CHECK(name, value, string, meaning)                          \
-  _Static_assert(name == value && value < CP_STATUS_COUNT, #name " is " #value \
-                 " and indexes the string table");
+#define CP_STATUS_CHECK(name, value, string, meaning)      \
+  _Static_assert(name == value && value < CP_STATUS_COUNT, \
+                 #name " is " #value " and indexes the string table");
 CONVPOOL_STATUS_LIST(CP_STATUS_CHECK)
 #undef CP_STATUS_CHECK
 _Static_assert(sizeof cp_status_strings / sizeof cp_status_strings[0] == CP_STATUS_COUNT,
@@ -38,9 +38,13 @@ convpool_status cp_fail(convpool_status status, const char *fmt, ...) {
   return status;
 }
 
-void cp_clear_error(void) { cp_error_message[0] = '\0'; }
+void cp_clear_error(void) {
+  cp_error_message[0] = '\0';
+}
 
-const char *convpool_last_error(void) { return cp_error_message; }
+const char *convpool_last_error(void) {
+  return cp_error_message;
+}
 
 size_t convpool_dtype_size(convpool_dtype dtype) {
   switch (dtype) {
@@ -111,7 +115,9 @@ const convpool_allocator *cp_allocator_or_default(const convpool_allocator *allo
   return allocator != NULL ? allocator : &cp_global_allocator;
 }
 
-void *cp_alloc(const convpool_allocator *a, size_t size) { return a->alloc(a->context, size, 64); }
+void *cp_alloc(const convpool_allocator *a, size_t size) {
+  return a->alloc(a->context, size, 64);
+}
 
 void cp_free(const convpool_allocator *a, void *p) {
   if (p != NULL) a->free(a->context, p);

@@ -13,15 +13,15 @@
 
 struct cp_threadpool {
   const convpool_allocator *allocator;
-  int threads;  /* including the caller */
-  int started;  /* workers actually started */
+  int threads; /* including the caller */
+  int started; /* workers actually started */
   pthread_t *workers;
   pthread_mutex_t lock;
   pthread_cond_t work_ready;
   pthread_cond_t work_done;
   unsigned long generation;
   int busy_workers;
-  int active;   /* threads taking part in the current run, the caller included */
+  int active; /* threads taking part in the current run, the caller included */
   int stop;
   cp_task_fn fn;
   void *context;
@@ -104,11 +104,14 @@ error_mutex:
   return cp_fail(CONVPOOL_INTERNAL_ERROR, "cannot initialise the thread pool's locks");
 }
 
-int cp_threadpool_threads(const cp_threadpool *p) { return p->threads; }
+int cp_threadpool_threads(const cp_threadpool *p) {
+  return p->threads;
+}
 
 int cp_threadpool_run(cp_threadpool *p, cp_task_fn fn, void *context, int64_t items) {
   /* at most one thread per item: the others stay asleep */
-  const int active = items < (int64_t)p->started + 1 ? (int)(items < 1 ? 1 : items) : p->started + 1;
+  const int active =
+      items < (int64_t)p->started + 1 ? (int)(items < 1 ? 1 : items) : p->started + 1;
   if (active == 1) {
     for (int64_t i = 0; i < items; i++) fn(context, i, 0);
     return 1;

@@ -19,14 +19,18 @@ typedef struct layer_case {
   int bias, signed_data;
 } layer_case;
 
-static void fill_tensor(void *data, size_t n, convpool_dtype dtype, uint64_t seed, int signed_data) {
+static void fill_tensor(void *data, size_t n, convpool_dtype dtype, uint64_t seed,
+                        int signed_data) {
   tu_rng rng = {seed};
   for (size_t i = 0; i < n; i++) {
     float v = tu_uniform(&rng);
     if (signed_data) v = 2.0f * v - 1.0f;
-    if (dtype == CONVPOOL_FLOAT16) ((uint16_t *)data)[i] = cp_float_to_half(v);
-    else if (dtype == CONVPOOL_BFLOAT16) ((uint16_t *)data)[i] = cp_float_to_bf16(v);
-    else ((float *)data)[i] = v;
+    if (dtype == CONVPOOL_FLOAT16)
+      ((uint16_t *)data)[i] = cp_float_to_half(v);
+    else if (dtype == CONVPOOL_BFLOAT16)
+      ((uint16_t *)data)[i] = cp_float_to_bf16(v);
+    else
+      ((float *)data)[i] = v;
   }
 }
 
@@ -37,7 +41,9 @@ static double get(convpool_dtype dtype, const void *data, size_t i) {
 }
 
 /* Ordinal of a 16-bit float on a line where adjacent finite values differ by 1. */
-static int ordinal16(uint16_t h) { return (h & 0x8000) ? -(int)(h & 0x7fff) : (int)h; }
+static int ordinal16(uint16_t h) {
+  return (h & 0x8000) ? -(int)(h & 0x7fff) : (int)h;
+}
 
 /* Is got acceptable for the reference value ref (bound = max sum |x*w|)? */
 static int close_enough(convpool_dtype dtype, double got, double ref, double bound) {
@@ -47,9 +53,11 @@ static int close_enough(convpool_dtype dtype, double got, double ref, double bou
   if (fabs(got - ref) <= tol) return 1;
   /* 16-bit dtypes: within one unit in the last place of the rounded reference. */
   if (dtype == CONVPOOL_FLOAT16)
-    return abs(ordinal16(cp_float_to_half((float)got)) - ordinal16(cp_float_to_half((float)ref))) <= 1;
+    return abs(ordinal16(cp_float_to_half((float)got)) - ordinal16(cp_float_to_half((float)ref))) <=
+           1;
   if (dtype == CONVPOOL_BFLOAT16)
-    return abs(ordinal16(cp_float_to_bf16((float)got)) - ordinal16(cp_float_to_bf16((float)ref))) <= 1;
+    return abs(ordinal16(cp_float_to_bf16((float)got)) - ordinal16(cp_float_to_bf16((float)ref))) <=
+           1;
   return 0;
 }
 
@@ -107,9 +115,9 @@ static int run(const layer_case *c, const tensors *t, int threads, void *y) {
   convpool_options_init(&o);
   o.threads = threads;
   o.algo = g_algo;
-  convpool_status st = convpool_conv2d_maxpool(c->dtype, t->x, c->batch, c->c_in, c->height,
-                                               c->width, t->w, c->c_out, c->k, t->bias, c->pool,
-                                               y, t->y_bytes, &o);
+  convpool_status st =
+      convpool_conv2d_maxpool(c->dtype, t->x, c->batch, c->c_in, c->height, c->width, t->w,
+                              c->c_out, c->k, t->bias, c->pool, y, t->y_bytes, &o);
   if (st != CONVPOOL_SUCCESS) {
     printf("run failed: %s: %s\n", convpool_status_string(st), convpool_last_error());
     return 0;
@@ -134,8 +142,8 @@ static int check_case(const layer_case *c, uint64_t seed, int threads) {
   int ok = run(c, &t, threads, y);
   if (ok) {
     double *ref = tu_xmalloc(t.y_n * sizeof(double)), *bound = tu_xmalloc(t.y_n * sizeof(double));
-    cp_reference(c->dtype, t.x, c->batch, c->c_in, c->height, c->width, t.w, c->c_out, c->k,
-                 t.bias, c->pool, ref, bound);
+    cp_reference(c->dtype, t.x, c->batch, c->c_in, c->height, c->width, t.w, c->c_out, c->k, t.bias,
+                 c->pool, ref, bound);
     for (size_t i = 0; i < t.y_n; i++) {
       double got = get(c->dtype, y, i);
       if (!close_enough(c->dtype, got, ref[i], bound[i])) {
@@ -189,9 +197,12 @@ static int check_nonfinite(convpool_dtype dtype) {
   const size_t where[] = {0, 17, 150, 2 * 3 * 11 * 13 - 1, 400};
   for (int i = 0; i < 5; i++) {
     float v = specials[i % 3];
-    if (dtype == CONVPOOL_FLOAT16) ((uint16_t *)t.x)[where[i]] = cp_float_to_half(v);
-    else if (dtype == CONVPOOL_BFLOAT16) ((uint16_t *)t.x)[where[i]] = cp_float_to_bf16(v);
-    else ((float *)t.x)[where[i]] = v;
+    if (dtype == CONVPOOL_FLOAT16)
+      ((uint16_t *)t.x)[where[i]] = cp_float_to_half(v);
+    else if (dtype == CONVPOOL_BFLOAT16)
+      ((uint16_t *)t.x)[where[i]] = cp_float_to_bf16(v);
+    else
+      ((float *)t.x)[where[i]] = v;
   }
   (void)es;
   void *y = tu_xmalloc(t.y_bytes);
@@ -227,12 +238,11 @@ static void describe_layer(const convpool_layer *l, int64_t batch, int64_t h, in
   snprintf(s, n,
            "%s B=%lld Cin=%lld Cout=%lld %lldx%lld k=%lld pad=%lld,%lld,%lld,%lld act=%d[%g,%g] "
            "pool=%lld/%lld ppad=%lld,%lld,%lld,%lld ceil=%d",
-           convpool_dtype_name(l->dtype), (long long)batch, (long long)l->c_in,
-           (long long)l->c_out, (long long)h, (long long)w, (long long)l->k,
-           (long long)l->padding[0], (long long)l->padding[1], (long long)l->padding[2],
-           (long long)l->padding[3], (int)l->activation, (double)l->clamp_min,
-           (double)l->clamp_max, (long long)l->pool, (long long)l->pool_stride,
-           (long long)l->pool_padding[0], (long long)l->pool_padding[1],
+           convpool_dtype_name(l->dtype), (long long)batch, (long long)l->c_in, (long long)l->c_out,
+           (long long)h, (long long)w, (long long)l->k, (long long)l->padding[0],
+           (long long)l->padding[1], (long long)l->padding[2], (long long)l->padding[3],
+           (int)l->activation, (double)l->clamp_min, (double)l->clamp_max, (long long)l->pool,
+           (long long)l->pool_stride, (long long)l->pool_padding[0], (long long)l->pool_padding[1],
            (long long)l->pool_padding[2], (long long)l->pool_padding[3], l->ceil_mode);
 }
 
@@ -247,9 +257,12 @@ static int check_layer(const convpool_layer *l, int64_t batch, int64_t h, int64_
   if (special_bias != NULL && t.bias != NULL) {
     for (int64_t co = 0; co < l->c_out; co++) {
       const float v = special_bias[co % 3];
-      if (l->dtype == CONVPOOL_FLOAT16) ((uint16_t *)t.bias)[co] = cp_float_to_half(v);
-      else if (l->dtype == CONVPOOL_BFLOAT16) ((uint16_t *)t.bias)[co] = cp_float_to_bf16(v);
-      else ((float *)t.bias)[co] = v;
+      if (l->dtype == CONVPOOL_FLOAT16)
+        ((uint16_t *)t.bias)[co] = cp_float_to_half(v);
+      else if (l->dtype == CONVPOOL_BFLOAT16)
+        ((uint16_t *)t.bias)[co] = cp_float_to_bf16(v);
+      else
+        ((float *)t.bias)[co] = v;
     }
   }
   int64_t ph, pw;
@@ -265,8 +278,8 @@ static int check_layer(const convpool_layer *l, int64_t batch, int64_t h, int64_
     convpool_options_init(&o);
     o.threads = threads;
     o.algo = g_algo;
-    convpool_status st = convpool_layer_run(l, t.x, batch, h, w, t.w, t.bias,
-                                            threads == 1 ? y1 : y3, y_n * es, &o);
+    convpool_status st =
+        convpool_layer_run(l, t.x, batch, h, w, t.w, t.bias, threads == 1 ? y1 : y3, y_n * es, &o);
     if (st != CONVPOOL_SUCCESS) {
       printf("layer %s: %s: %s\n", d, convpool_status_string(st), convpool_last_error());
       ok = 0;
@@ -298,21 +311,25 @@ static int check_layer_grid(int *cases) {
   const int64_t chans[] = {1, 3, 16, 17};
   for (int n = 0; n < 120; n++) {
     convpool_layer l;
-    const int64_t k_any = 1 + (int64_t)(tu_next(&pick) % 4), pool = 1 + (int64_t)(tu_next(&pick) % 3);
+    const int64_t k_any = 1 + (int64_t)(tu_next(&pick) % 4),
+                  pool = 1 + (int64_t)(tu_next(&pick) % 3);
     const int64_t k = n < 40 ? 3 : k_any; /* k = 3 first: the filter of every algorithm */
-    convpool_layer_init(&l, dtypes[n % 3], chans[tu_next(&pick) % 4], chans[tu_next(&pick) % 4],
-                        k, pool);
+    convpool_layer_init(&l, dtypes[n % 3], chans[tu_next(&pick) % 4], chans[tu_next(&pick) % 4], k,
+                        pool);
     for (int s = 0; s < 4; s++) l.padding[s] = (int64_t)(tu_next(&pick) % (uint64_t)(k + 2));
     if (n % 4 == 0) l.padding[1] = l.padding[3] = l.padding[0] = l.padding[2]; /* symmetric */
     l.activation = (convpool_activation)(n % 3);
-    if (l.activation == CONVPOOL_ACTIVATION_CLAMP) l.clamp_min = -0.5f, l.clamp_max = n % 2 ? 6.0f : 2.5f;
+    if (l.activation == CONVPOOL_ACTIVATION_CLAMP)
+      l.clamp_min = -0.5f, l.clamp_max = n % 2 ? 6.0f : 2.5f;
     l.pool_stride = (int64_t)(tu_next(&pick) % (uint64_t)(pool + 1)); /* 0: the window */
-    for (int s = 0; s < 4; s++) l.pool_padding[s] = (int64_t)(tu_next(&pick) % (uint64_t)(pool / 2 + 1));
+    for (int s = 0; s < 4; s++)
+      l.pool_padding[s] = (int64_t)(tu_next(&pick) % (uint64_t)(pool / 2 + 1));
     l.ceil_mode = (int)(tu_next(&pick) % 2);
     const int64_t h = 1 + (int64_t)(tu_next(&pick) % 20), w = 1 + (int64_t)(tu_next(&pick) % 40);
     int64_t ph, pw;
     cp_reference_shape(&l, h, w, &ph, &pw);
-    if (ph < 1 || pw < 1 || h + l.padding[0] + l.padding[2] < k || w + l.padding[1] + l.padding[3] < k)
+    if (ph < 1 || pw < 1 || h + l.padding[0] + l.padding[2] < k ||
+        w + l.padding[1] + l.padding[3] < k)
       continue;
     (*cases)++;
     if (!check_layer(&l, 1 + n % 2, h, w, n % 5 != 0, 300 + (uint64_t)n, NULL)) failures++;
@@ -356,8 +373,8 @@ static int check_infinite_bias(void) {
   convpool_options o;
   convpool_options_init(&o);
   o.algo = g_algo;
-  convpool_status st = convpool_conv2d_maxpool(CONVPOOL_FLOAT32, x, 1, 1, 2, 2, w, 1, 1, b, 2, y,
-                                               sizeof y, &o);
+  convpool_status st =
+      convpool_conv2d_maxpool(CONVPOOL_FLOAT32, x, 1, 1, 2, 2, w, 1, 1, b, 2, y, sizeof y, &o);
   if (st != CONVPOOL_SUCCESS || !isnan(y[0])) {
     printf("infinite bias: got %g (status %s), torch gives nan\n", (double)y[0],
            convpool_status_string(st));
@@ -377,9 +394,12 @@ static int check_nonfinite_vs_sr(convpool_dtype dtype) {
   for (int i = 0; i < 12; i++) {
     const size_t at = (size_t)(i * 7919) % t.x_n;
     const float v = specials[i % 3];
-    if (dtype == CONVPOOL_FLOAT16) ((uint16_t *)t.x)[at] = cp_float_to_half(v);
-    else if (dtype == CONVPOOL_BFLOAT16) ((uint16_t *)t.x)[at] = cp_float_to_bf16(v);
-    else ((float *)t.x)[at] = v;
+    if (dtype == CONVPOOL_FLOAT16)
+      ((uint16_t *)t.x)[at] = cp_float_to_half(v);
+    else if (dtype == CONVPOOL_BFLOAT16)
+      ((uint16_t *)t.x)[at] = cp_float_to_bf16(v);
+    else
+      ((float *)t.x)[at] = v;
   }
   void *ys = tu_xmalloc(t.y_bytes), *yw = tu_xmalloc(t.y_bytes);
   const convpool_algo keep = g_algo;
@@ -399,8 +419,9 @@ static int check_nonfinite_vs_sr(convpool_dtype dtype) {
       specials_seen++;
       ok = (isnan(s) && isnan(w)) || s == w;
     }
-    if (!ok) printf("non-finite vs sr %s at %zu: winograd %g, shift-reduce %g\n",
-                    convpool_dtype_name(dtype), i, w, s);
+    if (!ok)
+      printf("non-finite vs sr %s at %zu: winograd %g, shift-reduce %g\n",
+             convpool_dtype_name(dtype), i, w, s);
   }
   if (ok && specials_seen == 0) {
     printf("non-finite vs sr: no non-finite output, the test is not testing\n");
@@ -492,11 +513,16 @@ int main(int argc, char **argv) {
           }
   /* Named edges: K = H (one conv row), OW = 1, pool not dividing, wide rows, big k. */
   const layer_case edges[] = {
-      {CONVPOOL_FLOAT32, 1, 3, 5, 5, 9, 5, 1, 1, 1},    {CONVPOOL_FLOAT32, 2, 4, 3, 9, 3, 3, 1, 0, 1},
-      {CONVPOOL_FLOAT32, 1, 2, 17, 12, 40, 3, 3, 1, 1}, {CONVPOOL_FLOAT16, 3, 17, 3, 40, 11, 2, 3, 1, 1},
-      {CONVPOOL_FLOAT32, 1, 5, 13, 8, 300, 3, 2, 1, 0}, {CONVPOOL_FLOAT32, 1, 2, 3, 20, 20, 7, 4, 1, 1},
-      {CONVPOOL_FLOAT32, 1, 1, 1, 1, 1, 1, 1, 0, 1},    {CONVPOOL_FLOAT16, 1, 1, 1, 1, 1, 1, 1, 1, 1},
-      {CONVPOOL_FLOAT32, 1, 3, 2, 70, 70, 2, 33, 1, 1}, {CONVPOOL_FLOAT32, 2, 200, 20, 9, 9, 3, 1, 1, 1},
+      {CONVPOOL_FLOAT32, 1, 3, 5, 5, 9, 5, 1, 1, 1},
+      {CONVPOOL_FLOAT32, 2, 4, 3, 9, 3, 3, 1, 0, 1},
+      {CONVPOOL_FLOAT32, 1, 2, 17, 12, 40, 3, 3, 1, 1},
+      {CONVPOOL_FLOAT16, 3, 17, 3, 40, 11, 2, 3, 1, 1},
+      {CONVPOOL_FLOAT32, 1, 5, 13, 8, 300, 3, 2, 1, 0},
+      {CONVPOOL_FLOAT32, 1, 2, 3, 20, 20, 7, 4, 1, 1},
+      {CONVPOOL_FLOAT32, 1, 1, 1, 1, 1, 1, 1, 0, 1},
+      {CONVPOOL_FLOAT16, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+      {CONVPOOL_FLOAT32, 1, 3, 2, 70, 70, 2, 33, 1, 1},
+      {CONVPOOL_FLOAT32, 2, 200, 20, 9, 9, 3, 1, 1, 1},
   };
   for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) {
     cases++;

@@ -103,8 +103,8 @@ static void run_item(const cp_wino_transforms *t, const item_case *ic, double *m
   float *buf = tu_xmalloc((size_t)mr * buf_cols * sizeof(float));
   for (int cb = 0; cb < co_blocks; cb++) {
     const size_t mr_used = cb + 1 == co_blocks ? cout - (size_t)cb * (size_t)mr : (size_t)mr;
-    t->output(m + (size_t)cb * CP_WINO_POINTS * (size_t)mr * t_alloc, t_alloc, (size_t)mr,
-              mr_used, tiles, tw_pad, 0, 0, buf, buf_cols, buf_ld);
+    t->output(m + (size_t)cb * CP_WINO_POINTS * (size_t)mr * t_alloc, t_alloc, (size_t)mr, mr_used,
+              tiles, tw_pad, 0, 0, buf, buf_cols, buf_ld);
     for (size_t mm = 0; mm < mr_used; mm++) {
       const size_t co = (size_t)cb * (size_t)mr + mm;
       for (int y = 0; y < ic->rows; y++)
@@ -142,8 +142,8 @@ done:
       const size_t ty = 4 * (n / tw_pad), tx = 4 * (n % tw_pad);
       const int inside = y >= ty && y < ty + 6 && x >= tx && x < tx + 6;
       want += (size_t)inside;
-      CHECK(flags[n] == inside, "%s: %g at (%zu, %zu, %zu): tile %zu flag %d", t->name,
-            (double)*p, c, y, x, n, flags[n]);
+      CHECK(flags[n] == inside, "%s: %g at (%zu, %zu, %zu): tile %zu flag %d", t->name, (double)*p,
+            c, y, x, n, flags[n]);
     }
     CHECK(bad == want, "%s: %zu tiles flagged, want %zu", t->name, bad, want);
     *p = keep;
@@ -157,8 +157,8 @@ int main(void) {
   size_t count;
   const cp_wino_transforms *list = cp_wino_transforms_list(&count);
   const item_case cases[] = {
-      {1, 1, 1, 1, 4, 4, 0},     {3, 5, 2, 3, 7, 10, 1},   {17, 13, 3, 5, 12, 18, 0},
-      {16, 24, 1, 9, 4, 34, 1},  {64, 12, 2, 8, 8, 32, 0}, {256, 32, 1, 14, 4, 54, 0},
+      {1, 1, 1, 1, 4, 4, 0},      {3, 5, 2, 3, 7, 10, 1},   {17, 13, 3, 5, 12, 18, 0},
+      {16, 24, 1, 9, 4, 34, 1},   {64, 12, 2, 8, 8, 32, 0}, {256, 32, 1, 14, 4, 54, 0},
       {256, 16, 2, 16, 8, 64, 1}, {5, 7, 4, 2, 13, 5, 1},
   };
   for (size_t i = 0; i < count; i++) {

@@ -19,7 +19,9 @@ static inline uint64_t tu_next(tu_rng *r) {
 }
 
 /* Uniform in [0, 1) with 24 bits. */
-static inline float tu_uniform(tu_rng *r) { return (float)(tu_next(r) >> 40) * (1.0f / 16777216.0f); }
+static inline float tu_uniform(tu_rng *r) {
+  return (float)(tu_next(r) >> 40) * (1.0f / 16777216.0f);
+}
 
 static inline void *tu_xmalloc(size_t n) {
   void *p = malloc(n ? n : 1);

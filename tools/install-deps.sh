@@ -6,7 +6,7 @@
 set -eu
 packages="cmake make gcc pkg-config python3 python3-numpy python3-torch"
 if [ "${1:-}" = "--ci" ]; then
-  packages="$packages clang libclang-rt-14-dev valgrind"
+  packages="$packages clang clang-format libclang-rt-14-dev valgrind"
 fi
 missing=""
 for p in $packages; do

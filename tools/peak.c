@@ -35,8 +35,8 @@ void peak_cpu_get_features(peak_cpu_features *f) {
   const int osxsave = (c >> 27) & 1, fma = (c >> 12) & 1, avx = (c >> 28) & 1;
   if (!osxsave || !avx) return;
   const uint64_t xcr0 = read_xcr0();
-  const int os_ymm = (xcr0 & 0x6) == 0x6;    /* SSE + AVX state */
-  const int os_zmm = (xcr0 & 0xe6) == 0xe6;  /* + opmask, ZMM_Hi256, Hi16_ZMM */
+  const int os_ymm = (xcr0 & 0x6) == 0x6;   /* SSE + AVX state */
+  const int os_zmm = (xcr0 & 0xe6) == 0xe6; /* + opmask, ZMM_Hi256, Hi16_ZMM */
   if (__get_cpuid_max(0, 0) < 7) return;
   __cpuid_count(7, 0, a, b, c, d);
   const int avx2 = (b >> 5) & 1, avx512f = (b >> 16) & 1;
@@ -72,10 +72,14 @@ void peak_cpu_brand(char *text, int capacity) {
 
 const char *peak_name(peak_kind kind) {
   switch (kind) {
-    case PEAK_FP32_AVX512: return "fp32 AVX-512 FMA";
-    case PEAK_FP32_AVX2: return "fp32 AVX2 FMA";
-    case PEAK_BF16_AVX512: return "bf16 AVX512-BF16 dot";
-    default: return "unknown";
+    case PEAK_FP32_AVX512:
+      return "fp32 AVX-512 FMA";
+    case PEAK_FP32_AVX2:
+      return "fp32 AVX2 FMA";
+    case PEAK_BF16_AVX512:
+      return "bf16 AVX512-BF16 dot";
+    default:
+      return "unknown";
   }
 }
 
@@ -96,7 +100,7 @@ static const double flop_per_iter[PEAK_COUNT] = {
 __attribute__((target("avx512f"), noinline)) static float loop_fp32_avx512(uint64_t n) {
   const volatile float mv = 0.999999f, cv = 1e-6f;
   const __m512 m = _mm512_set1_ps(mv), c = _mm512_set1_ps(cv);
-#define DECL(i) __m512 a##i = _mm512_set1_ps(1.0f + (float)(i) * 1e-3f);
+#define DECL(i) __m512 a##i = _mm512_set1_ps(1.0f + (float)(i)*1e-3f);
   REP24(DECL)
 #undef DECL
   for (uint64_t it = 0; it < n; ++it) {
@@ -114,7 +118,7 @@ __attribute__((target("avx512f"), noinline)) static float loop_fp32_avx512(uint6
 __attribute__((target("avx2,fma"), noinline)) static float loop_fp32_avx2(uint64_t n) {
   const volatile float mv = 0.999999f, cv = 1e-6f;
   const __m256 m = _mm256_set1_ps(mv), c = _mm256_set1_ps(cv);
-#define DECL(i) __m256 a##i = _mm256_set1_ps(1.0f + (float)(i) * 1e-3f);
+#define DECL(i) __m256 a##i = _mm256_set1_ps(1.0f + (float)(i)*1e-3f);
   REP12(DECL)
 #undef DECL
   for (uint64_t it = 0; it < n; ++it) {
@@ -132,8 +136,7 @@ __attribute__((target("avx2,fma"), noinline)) static float loop_fp32_avx2(uint64
 }
 
 /* Each vdpbf16ps adds 2 * 1e-3 * 1e-3 per lane: stays far from overflow. */
-__attribute__((target("avx512f,avx512bf16"), noinline)) static float loop_bf16_avx512(
-    uint64_t n) {
+__attribute__((target("avx512f,avx512bf16"), noinline)) static float loop_bf16_avx512(uint64_t n) {
   const volatile float xv = 1e-3f;
   const __m512 x = _mm512_set1_ps(xv);
   const __m512bh p = _mm512_cvtne2ps_pbh(x, x), q = _mm512_cvtne2ps_pbh(x, x);
@@ -158,7 +161,7 @@ typedef struct peak_thread {
   pthread_t thread;
   peak_kind kind;
   double seconds;
-  volatile int *go; /* 0: wait, 1: run, -1: give up */
+  volatile int *go;  /* 0: wait, 1: run, -1: give up */
   double flop_per_s; /* result */
   float sink;        /* keeps the loop's result alive */
 } peak_thread;
@@ -171,10 +174,14 @@ static double now_s(void) {
 
 static float run_chunk(peak_kind kind, uint64_t n) {
   switch (kind) {
-    case PEAK_FP32_AVX512: return loop_fp32_avx512(n);
-    case PEAK_FP32_AVX2: return loop_fp32_avx2(n);
-    case PEAK_BF16_AVX512: return loop_bf16_avx512(n);
-    default: return 0.0f;
+    case PEAK_FP32_AVX512:
+      return loop_fp32_avx512(n);
+    case PEAK_FP32_AVX2:
+      return loop_fp32_avx2(n);
+    case PEAK_BF16_AVX512:
+      return loop_bf16_avx512(n);
+    default:
+      return 0.0f;
   }
 }
 
@@ -205,7 +212,7 @@ double peak_fma(peak_kind kind, int threads, double seconds, int trials) {
   const int supported = kind == PEAK_FP32_AVX512   ? f.avx512f
                         : kind == PEAK_FP32_AVX2   ? f.avx2_fma
                         : kind == PEAK_BF16_AVX512 ? f.avx512bf16
-                                                         : 0;
+                                                   : 0;
   if (!supported || threads < 1 || threads > 1024) return 0.0;
   peak_thread t[1024];
   double best = 0.0;

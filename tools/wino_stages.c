@@ -70,11 +70,12 @@ int main(int argc, char **argv) {
   float *y = xalloc(cout * ph * pw * sizeof(float));
   unsigned char *flags = xalloc(t_alloc);
 
-  printf("%s, %s; C_in %zu C_out %zu %zux%zu pool %zu; items of %zux%zu tiles (%zu lanes, %zu "
-         "blocks of %zu), pass %zu blocks; V %.0f KiB, M %.0f KiB per item\n",
-         tr->name, uk->name, cin, cout, h, w, pool, item_th, item_tw, tiles, nblk, nr, pass,
-         (double)(nblk * CP_WINO_POINTS * vs * 4) / 1024,
-         (double)(pass * CP_WINO_POINTS * mr * t_alloc * 4) / 1024);
+  printf(
+      "%s, %s; C_in %zu C_out %zu %zux%zu pool %zu; items of %zux%zu tiles (%zu lanes, %zu "
+      "blocks of %zu), pass %zu blocks; V %.0f KiB, M %.0f KiB per item\n",
+      tr->name, uk->name, cin, cout, h, w, pool, item_th, item_tw, tiles, nblk, nr, pass,
+      (double)(nblk * CP_WINO_POINTS * vs * 4) / 1024,
+      (double)(pass * CP_WINO_POINTS * mr * t_alloc * 4) / 1024);
   double best[4] = {1e30, 1e30, 1e30, 1e30}, best_total = 1e30;
   for (size_t it = 0; it < iters; it++) {
     double st[4] = {0, 0, 0, 0};
@@ -132,12 +133,14 @@ int main(int argc, char **argv) {
       if (st[s] < best[s]) best[s] = st[s];
     if (total < best_total) best_total = total;
   }
-  const double flops = 2.0 * CP_WINO_POINTS * (double)cin * (double)cout * (double)(tiles_h * tiles_w);
+  const double flops =
+      2.0 * CP_WINO_POINTS * (double)cin * (double)cout * (double)(tiles_h * tiles_w);
   printf("weights %.1f ms (once)\n", 1e3 * t_weights);
-  printf("pack %.1f ms, input transform %.1f ms, multiply %.1f ms (%.1f GFLOP/s), output "
-         "transform + pool %.1f ms; total %.1f ms (best of %zu, one thread)\n",
-         1e3 * best[0], 1e3 * best[1], 1e3 * best[2], flops / best[2] * 1e-9, 1e3 * best[3],
-         1e3 * best_total, iters);
+  printf(
+      "pack %.1f ms, input transform %.1f ms, multiply %.1f ms (%.1f GFLOP/s), output "
+      "transform + pool %.1f ms; total %.1f ms (best of %zu, one thread)\n",
+      1e3 * best[0], 1e3 * best[1], 1e3 * best[2], flops / best[2] * 1e-9, 1e3 * best[3],
+      1e3 * best_total, iters);
   printf("check %g\n", (double)y[0] + (double)y[cout * ph * pw - 1]);
   return 0;
 }

@@ -140,10 +140,14 @@ static double bench(const cp_sr_ukernel *u, const shape *s, double seconds) {
 /* The peak instruction of a kernel's ISA, or -1 for none (scalar). */
 static int peak_kind_of(cp_isa isa) {
   switch (isa) {
-    case CP_ISA_AVX512_BF16: return PEAK_BF16_AVX512;
-    case CP_ISA_AVX512: return PEAK_FP32_AVX512;
-    case CP_ISA_AVX2: return PEAK_FP32_AVX2;
-    case CP_ISA_SCALAR: return -1;
+    case CP_ISA_AVX512_BF16:
+      return PEAK_BF16_AVX512;
+    case CP_ISA_AVX512:
+      return PEAK_FP32_AVX512;
+    case CP_ISA_AVX2:
+      return PEAK_FP32_AVX2;
+    case CP_ISA_SCALAR:
+      return -1;
   }
   return -1;
 }
@@ -192,8 +196,10 @@ int main(int argc, char **argv) {
   const cp_cpu *cpu = cp_cpu_get();
   char brand[64];
   peak_cpu_brand(brand, sizeof brand);
-  printf("convpool-ukernel-bench: one thread, each kernel alone; kernels and peaks: best of %d "
-         "runs of %.3g s\n", TRIALS, seconds / TRIALS);
+  printf(
+      "convpool-ukernel-bench: one thread, each kernel alone; kernels and peaks: best of %d "
+      "runs of %.3g s\n",
+      TRIALS, seconds / TRIALS);
   printf("CPU: %s; supports up to %s; L1d %zu KiB\n", brand, cp_isa_name(cpu->detected),
          cpu->l1d >> 10);
 
@@ -229,7 +235,9 @@ int main(int argc, char **argv) {
     printf("shape %c: %-13s %s; data %.1f-%.1f KiB (%s L1d)\n", 'A' + s, shapes[s].label,
            shapes[s].k == 1 ? "GEMM strip, cs = NR, rs = 0" : "conv row, rs = NR + k - 1",
            lo / 1024.0, hi / 1024.0,
-           hi <= cpu->l1d ? "fits" : lo > cpu->l1d ? "exceeds" : "some exceed");
+           hi <= cpu->l1d  ? "fits"
+           : lo > cpu->l1d ? "exceeds"
+                           : "some exceed");
   }
 
   printf("%-26s %-11s", "kernel", "isa");

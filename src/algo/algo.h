@@ -15,9 +15,9 @@
 #include "../plan.h"
 
 typedef struct cp_algorithm {
-  const char *name;  /* "shift-reduce", as printed */
-  convpool_algo id;  /* its value in the public enum */
-  const char *cli;   /* its short name on the command line ("sr") */
+  const char *name; /* "shift-reduce", as printed */
+  convpool_algo id; /* its value in the public enum */
+  const char *cli;  /* its short name on the command line ("sr") */
 
   /* NULL if it computes `layer` on `cpu`; otherwise why not, one sentence
      (written into why[capacity] when it needs formatting). */
@@ -73,8 +73,7 @@ typedef struct cp_algorithm {
 
 /* The shift-reduce kernels and blocked weights for a layer (shift-reduce.c;
    im2col shares them). */
-convpool_status cp_setup_sr_kernels(const cp_layer *layer, const cp_cpu *cpu,
-                                    cp_algo_setup *setup);
+convpool_status cp_setup_sr_kernels(const cp_layer *layer, const cp_cpu *cpu, cp_algo_setup *setup);
 
 /* The algorithms in the order auto tries them (list.c). */
 const cp_algorithm *const *cp_algorithm_list(size_t *count);
@@ -86,8 +85,8 @@ const cp_algorithm *cp_algorithm_find(convpool_algo id);
  * The algorithm for `requested` on `layer`: the named one, or for
  * CONVPOOL_ALGO_AUTO the first in the list that does not decline. When
  * `declined` is not NULL it receives, for auto, one line per listed
- * algorithm: chosen, declined and why, or not tried. Fails (UNSUPPORTED) when the named algorithm declines, naming
- * its reason, or when none accepts.
+ * algorithm: chosen, declined and why, or not tried. Fails (UNSUPPORTED) when the named algorithm
+ * declines, naming its reason, or when none accepts.
  */
 convpool_status cp_algorithm_choose(convpool_algo requested, const cp_layer *layer,
                                     const cp_cpu *cpu, const cp_algorithm **out, char *declined,

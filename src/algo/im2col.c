@@ -50,8 +50,8 @@ static void cp_im2col_compute_block(const cp_run *r, const cp_item *it, const fl
   for (size_t t = 0; t < pl->tiles; t++) {
     if (!pl->flat && t / per_row >= conv_rows) break;
     if (pl->flat && t * nr >= conv_rows * pl->buf_row_ld) break;
-    float *tile = pl->flat ? buf + t * nr
-                           : buf + (t / per_row) * pl->buf_row_ld + (t % per_row) * nr;
+    float *tile =
+        pl->flat ? buf + t * nr : buf + (t / per_row) * pl->buf_row_ld + (t % per_row) * nr;
     kernel(panel + t * kdim * nr, nr, 0, kdim, 1, w, tile, pl->buf_cols);
   }
 }

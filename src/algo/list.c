@@ -31,12 +31,10 @@ convpool_status cp_algorithm_choose(convpool_algo requested, const cp_layer *lay
   if (requested != CONVPOOL_ALGO_AUTO) {
     const cp_algorithm *a = cp_algorithm_find(requested);
     if (a == NULL)
-      return cp_fail(CONVPOOL_INVALID_ARGUMENT, "algo = %d is not a convpool_algo",
-                     (int)requested);
+      return cp_fail(CONVPOOL_INVALID_ARGUMENT, "algo = %d is not a convpool_algo", (int)requested);
     const char *reason = a->declines(layer, cpu, why, sizeof why);
     if (reason != NULL)
-      return cp_fail(CONVPOOL_UNSUPPORTED, "algorithm %s declines the layer: %s", a->name,
-                     reason);
+      return cp_fail(CONVPOOL_UNSUPPORTED, "algorithm %s declines the layer: %s", a->name, reason);
     *out = a;
     return CONVPOOL_SUCCESS;
   }

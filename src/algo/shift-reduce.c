@@ -66,8 +66,8 @@ static void cp_sr_pack_item(const cp_run *r, cp_item *it, float *panel) {
                 it->x0 - pl->pad[CP_LEFT], (size_t)it->nx + k - 1, panel);
 }
 
-static void cp_sr_compute_block(const cp_run *r, const cp_item *it, const float *panel,
-                                int64_t cb, float *buf) {
+static void cp_sr_compute_block(const cp_run *r, const cp_item *it, const float *panel, int64_t cb,
+                                float *buf) {
   const cp_plan *pl = r->pl;
   const float *w = r->packed + (size_t)cb * (pl->weight_block_bytes / sizeof(float));
   const cp_sr_ukernel_fn kernel = cb + 1 == pl->co_blocks ? pl->uk_tail->fn : pl->uk->fn;
@@ -80,14 +80,12 @@ static void cp_sr_compute_block(const cp_run *r, const cp_item *it, const float 
   } else {
     for (size_t y = 0; y < conv_rows; y++)
       for (size_t t = 0; t < (size_t)it->nx; t += nr)
-        kernel(panel + y * ld + t, cs, ld, steps, k, w, buf + y * pl->buf_row_ld + t,
-               pl->buf_cols);
+        kernel(panel + y * ld + t, cs, ld, steps, k, w, buf + y * pl->buf_row_ld + t, pl->buf_cols);
   }
 }
 
 static void cp_sr_describe(const cp_plan *pl, char *text, size_t capacity) {
-  snprintf(text, capacity, "%s; sweep %s",
-           pl->uk->cpack == 2 ? "bf16 channel pairs" : "fp32",
+  snprintf(text, capacity, "%s; sweep %s", pl->uk->cpack == 2 ? "bf16 channel pairs" : "fp32",
            pl->flat ? "flat over rows (narrow rows)" : "per conv row");
 }
 

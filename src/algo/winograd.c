@@ -29,7 +29,9 @@ static int64_t cp_gcd(int64_t a, int64_t b) {
   return a;
 }
 
-static int64_t cp_lcm(int64_t a, int64_t b) { return a / cp_gcd(a, b) * b; }
+static int64_t cp_lcm(int64_t a, int64_t b) {
+  return a / cp_gcd(a, b) * b;
+}
 
 static const char *cp_wino_declines(const cp_layer *layer, const cp_cpu *cpu, char *why,
                                     size_t capacity) {
@@ -81,8 +83,8 @@ static void cp_wino_pack_weights_all(const cp_layer *layer, const cp_algo_setup 
   const size_t mr = (size_t)s->uk->mr, blocks = ((size_t)layer->c_out + mr - 1) / mr;
   float *flags = packed + s->packed_weight_bytes / sizeof(float) - blocks;
   cp_pack_weights_blocked(layer, s, weights, packed);
-  cp_wino_pack_weights(layer->dtype, weights, layer->c_out, layer->c_in, s->uk->mr,
-                       s->uk_tail->mr, flags - uf);
+  cp_wino_pack_weights(layer->dtype, weights, layer->c_out, layer->c_in, s->uk->mr, s->uk_tail->mr,
+                       flags - uf);
   const size_t per_block = s->weight_block_bytes / sizeof(float);
   for (size_t cb = 0; cb < blocks; cb++) {
     const size_t n = cb + 1 == blocks ? (size_t)s->uk_tail->mr * (per_block / mr) : per_block;
@@ -324,16 +326,15 @@ static unsigned char *cp_wino_flags(const cp_plan *pl, const float *panel) {
 static unsigned cp_wino_flag_border(const cp_plan *pl, const cp_wino_tiles *t,
                                     unsigned char *flags) {
   const int64_t *pad = pl->pad;
-  if (pad[CP_TOP] <= 1 && pad[CP_LEFT] <= 1 && pad[CP_BOTTOM] <= 1 && pad[CP_RIGHT] <= 1)
-    return 0;
+  if (pad[CP_TOP] <= 1 && pad[CP_LEFT] <= 1 && pad[CP_BOTTOM] <= 1 && pad[CP_RIGHT] <= 1) return 0;
   unsigned any = 0;
   for (size_t tr = 0; tr < t->th; tr++) {
     const int64_t y = (int64_t)(4 * (t->ty0 + tr)) - pad[CP_TOP]; /* first input row */
     const int rows_out = (pad[CP_TOP] > 1 && y < 0) || (pad[CP_BOTTOM] > 1 && y + 6 > pl->height);
     for (size_t tc = 0; tc < t->tw; tc++) {
       const int64_t x = (int64_t)(4 * (t->tx0 + tc)) - pad[CP_LEFT];
-      const int out = rows_out || (pad[CP_LEFT] > 1 && x < 0) ||
-                      (pad[CP_RIGHT] > 1 && x + 6 > pl->width);
+      const int out =
+          rows_out || (pad[CP_LEFT] > 1 && x < 0) || (pad[CP_RIGHT] > 1 && x + 6 > pl->width);
       if (out) flags[tr * t->tw_pad + tc] = 1, any = 1;
     }
   }
@@ -375,7 +376,8 @@ static void cp_wino_direct_tiles(const cp_run *r, const cp_wino_tiles *t, const 
           const size_t n = x_end - x < nr ? x_end - x : nr, skip = x < t->dx ? t->dx - x : 0;
           for (size_t m = 0; m < channels; m++)
             for (size_t i = skip; i < n; i++)
-              buf[m * pl->buf_cols + (y - t->dy) * pl->buf_row_ld + x + i - t->dx] = tile[m * nr + i];
+              buf[m * pl->buf_cols + (y - t->dy) * pl->buf_row_ld + x + i - t->dx] =
+                  tile[m * nr + i];
         }
       }
     }
@@ -396,8 +398,8 @@ static void cp_wino_compute_block(const cp_run *r, const cp_item *it, const floa
     const float *u = cp_wino_block_flags(pl, r->packed) - uf;
     const int64_t cb1 = cb + (int64_t)pass < it->cb1 ? cb + (int64_t)pass : it->cb1;
     cp_wino_multiply(pl->uk, pl->uk_tail, pl->co_blocks, u, uf / CP_WINO_POINTS,
-                     cp_wino_v(pl, panel), cp_wino_v_stride((size_t)pl->c_in, nr),
-                     (size_t)pl->c_in, t.nblk, cb, cb1, m);
+                     cp_wino_v(pl, panel), cp_wino_v_stride((size_t)pl->c_in, nr), (size_t)pl->c_in,
+                     t.nblk, cb, cb1, m);
   }
   const size_t left = (size_t)pl->c_out - (size_t)cb * mr, channels = left < mr ? left : mr;
   const cp_wino_transforms *tf = cp_wino_transforms_select(pl->uk->isa);

@@ -7,7 +7,9 @@
 #include "../driver.h"
 #include "../plan.h"
 
-static inline float cp_maxf(float a, float b) { return (a > b || a != a) ? a : b; }
+static inline float cp_maxf(float a, float b) {
+  return (a > b || a != a) ? a : b;
+}
 
 /* Rows of the window first (column maxima), then the columns of each window,
    so each conv output is read once; then bias, clamp and the store. */
@@ -45,14 +47,16 @@ void cp_epilogue_row_portable(const cp_epilogue_params *p, const cp_pool_row *ro
       if (out[t] < p->min) out[t] = p->min;
       if (out[t] > p->max) out[t] = p->max;
     }
-  if (p->narrow != NULL) p->narrow(out, (uint16_t *)dst, n);
-  else memcpy(dst, out, n * sizeof(float));
+  if (p->narrow != NULL)
+    p->narrow(out, (uint16_t *)dst, n);
+  else
+    memcpy(dst, out, n * sizeof(float));
 }
 
 void cp_epilogue_select(cp_epilogue *e, cp_isa isa) {
   const cp_epilogue_params *p = &e->params;
-  const int plain = !p->bias_first && p->min == -INFINITY && p->max == INFINITY &&
-                    p->stride == p->pool;
+  const int plain =
+      !p->bias_first && p->min == -INFINITY && p->max == INFINITY && p->stride == p->pool;
   e->row = cp_epilogue_row_portable;
   e->name = "portable";
   if (plain && isa >= CP_ISA_AVX512 && p->pool == 1) {
@@ -72,16 +76,17 @@ void cp_epilogue_item(const cp_epilogue *e, const cp_plan *pl, const cp_item *it
   /* columns: the same windows for every row of the item */
   const size_t off = (size_t)(it->x0 - (it->c0 * S - pl->pool_pad[CP_LEFT]));
   const int full_cols = off == 0 && (it->nc - 1) * S + P <= it->nx;
-  unsigned char *out0 = (unsigned char *)dst +
-                        (((size_t)it->b * (size_t)pl->c_out + co0) * plane +
-                         (size_t)it->q0 * pw + (size_t)it->c0) * es;
+  unsigned char *out0 = (unsigned char *)dst + (((size_t)it->b * (size_t)pl->c_out + co0) * plane +
+                                                (size_t)it->q0 * pw + (size_t)it->c0) *
+                                                   es;
   for (int64_t q = 0; q < it->nq; q++) {
     int64_t top = (it->q0 + q) * S - pl->pool_pad[CP_TOP], bottom = top + P;
     if (top < 0) top = 0;
     if (bottom > pl->oh) bottom = pl->oh;
-    const cp_epilogue_row_fn fn = full_cols && bottom - top == P ? e->row : cp_epilogue_row_portable;
-    cp_pool_row r = {NULL, pl->buf_row_ld, (size_t)(bottom - top), (size_t)it->nx, off,
-                     (size_t)it->nc, row};
+    const cp_epilogue_row_fn fn =
+        full_cols && bottom - top == P ? e->row : cp_epilogue_row_portable;
+    cp_pool_row r = {
+        NULL, pl->buf_row_ld, (size_t)(bottom - top), (size_t)it->nx, off, (size_t)it->nc, row};
     for (size_t m = 0; m < channels; m++) {
       r.src = buf + m * pl->buf_cols + (size_t)(top - it->y0) * pl->buf_row_ld;
       fn(p, &r, p->bias != NULL ? &p->bias[co0 + m] : NULL,

@@ -15,9 +15,11 @@ static inline __m512 cp_max_nan(__m512 a, __m512 b) {
 static inline __m256i cp_to_bf16(__m512 v) {
   const __m512i x = _mm512_castps_si512(v);
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(x, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  __m512i r =
+      _mm512_srli_epi32(_mm512_add_epi32(x, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
   const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40)));
+  r = _mm512_mask_mov_epi32(r, nan,
+                            _mm512_or_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40)));
   return _mm512_cvtepi32_epi16(r);
 }
 
@@ -56,13 +58,15 @@ void cp_epilogue_row_pool2_avx512f(const cp_epilogue_params *p, const cp_pool_ro
   for (size_t t = 0; t < n; t += 16) {
     const size_t left = n - t >= 16 ? 32 : 2 * (n - t); /* conv columns in this step */
     const __mmask16 m0 = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
-    const __mmask16 m1 = left >= 32 ? (__mmask16)0xffff
-                                    : left > 16 ? (__mmask16)((1u << (left - 16)) - 1u) : 0;
+    const __mmask16 m1 = left >= 32  ? (__mmask16)0xffff
+                         : left > 16 ? (__mmask16)((1u << (left - 16)) - 1u)
+                                     : 0;
     const float *r0 = src + 2 * t, *r1 = r0 + ld;
     const __m512 lo = cp_max_nan(_mm512_maskz_loadu_ps(m0, r0), _mm512_maskz_loadu_ps(m0, r1));
     const __m512 hi =
         cp_max_nan(_mm512_maskz_loadu_ps(m1, r0 + 16), _mm512_maskz_loadu_ps(m1, r1 + 16));
-    __m512 v = cp_max_nan(_mm512_permutex2var_ps(lo, even, hi), _mm512_permutex2var_ps(lo, odd, hi));
+    __m512 v =
+        cp_max_nan(_mm512_permutex2var_ps(lo, even, hi), _mm512_permutex2var_ps(lo, odd, hi));
     if (bias != NULL) v = _mm512_add_ps(v, b);
     const __mmask16 mask = n - t >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - t)) - 1u);
     cp_store16(dst, t, v, mask, store);

@@ -4,8 +4,8 @@
  * (c, i, j) step first widens NR input elements to fp32 (a no-op for fp32).
  * Define: CP_MR, CP_NR, CP_ELEM, CP_TO_FLOAT(e), CP_FN.
  */
-void CP_FN(const void *xv, size_t cs, size_t rs, size_t c_in, size_t k, const float *w,
-           float *tile, size_t ld) {
+void CP_FN(const void *xv, size_t cs, size_t rs, size_t c_in, size_t k, const float *w, float *tile,
+           size_t ld) {
   const CP_ELEM *x = (const CP_ELEM *)xv;
   float acc[CP_MR][CP_NR];
   for (int m = 0; m < CP_MR; m++)

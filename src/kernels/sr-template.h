@@ -17,8 +17,8 @@
  */
 #include <immintrin.h>
 
-void CP_FN(const void *xv, size_t cs, size_t rs, size_t c_in, size_t k, const float *w,
-           float *tile, size_t ld) {
+void CP_FN(const void *xv, size_t cs, size_t rs, size_t c_in, size_t k, const float *w, float *tile,
+           size_t ld) {
   const CP_ELEM *x = (const CP_ELEM *)xv;
   CP_ACC acc[CP_MR][CP_NRV];
 #pragma GCC unroll 16

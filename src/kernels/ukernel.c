@@ -4,9 +4,15 @@
 #include "../config.h"
 
 static const cp_sr_ukernel cp_sr_ukernels[] = {
-#define CP_SR_UKERNEL(dt, DTYPE, mr, nr, isa, ISA)                               \
-  {#dt "-sr-" #mr "x" #nr "-" #isa, DTYPE, ISA, mr, nr, DTYPE == CONVPOOL_BFLOAT16 ? 2 : 1, \
-   cp_##dt##_sr_ukernel_##mr##x##nr##__##isa},
+#define CP_SR_UKERNEL(dt, DTYPE, mr, nr, isa, ISA) \
+  {                                                \
+      #dt "-sr-" #mr "x" #nr "-" #isa,             \
+      DTYPE,                                       \
+      ISA,                                         \
+      mr,                                          \
+      nr,                                          \
+      DTYPE == CONVPOOL_BFLOAT16 ? 2 : 1,          \
+      cp_##dt##_sr_ukernel_##mr##x##nr##__##isa},
 #include "sr-ukernels.inc"
 #undef CP_SR_UKERNEL
 };
@@ -40,8 +46,8 @@ const cp_sr_ukernel *cp_sr_ukernel_tail(const cp_sr_ukernel *main, int remainder
   if (remainder <= 0) return main;
   for (size_t i = 0; i < sizeof cp_sr_ukernels / sizeof cp_sr_ukernels[0]; i++) {
     const cp_sr_ukernel *u = &cp_sr_ukernels[i];
-    if (u->dtype == main->dtype && u->isa == main->isa && u->nr == main->nr &&
-        u->mr >= remainder && u->mr < best->mr)
+    if (u->dtype == main->dtype && u->isa == main->isa && u->nr == main->nr && u->mr >= remainder &&
+        u->mr < best->mr)
       best = u;
   }
   return best;

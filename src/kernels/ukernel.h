@@ -31,14 +31,14 @@ typedef struct cp_sr_ukernel {
   const char *name;
   convpool_dtype dtype;
   cp_isa isa;
-  int mr; /* output channels per tile */
-  int nr; /* conv positions per tile */
+  int mr;    /* output channels per tile */
+  int nr;    /* conv positions per tile */
   int cpack; /* input channels per 32-bit panel element: 1 (fp32) or 2 (bf16 pairs) */
   cp_sr_ukernel_fn fn;
 } cp_sr_ukernel;
 
 /* Declarations of every microkernel in sr-ukernels.inc. */
-#define CP_SR_UKERNEL(dt, DTYPE, mr, nr, isa, ISA) \
+#define CP_SR_UKERNEL(dt, DTYPE, mr, nr, isa, ISA)                                             \
   void cp_##dt##_sr_ukernel_##mr##x##nr##__##isa(const void *, size_t, size_t, size_t, size_t, \
                                                  const float *, float *, size_t);
 #include "sr-ukernels.inc"

@@ -19,29 +19,29 @@
 #define CP_W_B3 3.375f        /* 27/8 */
 
 /* B^T d: six inputs d0..d5 -> six outputs v0..v5. */
-#define CP_W_INPUT_1D(d0, d1, d2, d3, d4, d5, v0, v1, v2, v3, v4, v5)            \
-  do {                                                                           \
-    const CP_W_T e1_ = CP_W_FNMA(CP_W_K(CP_W_B2), d2, d4);                        \
+#define CP_W_INPUT_1D(d0, d1, d2, d3, d4, d5, v0, v1, v2, v3, v4, v5)                \
+  do {                                                                               \
+    const CP_W_T e1_ = CP_W_FNMA(CP_W_K(CP_W_B2), d2, d4);                           \
     const CP_W_T o1_ = CP_W_MUL(CP_W_K(0.625f), CP_W_FNMA(CP_W_K(CP_W_B2), d1, d3)); \
-    const CP_W_T e2_ = CP_W_FNMA(CP_W_K(CP_W_A2), d2, d4);                        \
-    const CP_W_T o2_ = CP_W_MUL(CP_W_K(1.5f), CP_W_FNMA(CP_W_K(CP_W_A2), d1, d3)); \
-    v0 = CP_W_FMA(CP_W_K(CP_W_A2B2), d0, CP_W_FNMA(CP_W_K(CP_W_A2PB2), d2, d4));  \
-    v5 = CP_W_FMA(CP_W_K(CP_W_A2B2), d1, CP_W_FNMA(CP_W_K(CP_W_A2PB2), d3, d5));  \
-    v1 = CP_W_ADD(e1_, o1_);                                                     \
-    v2 = CP_W_SUB(e1_, o1_);                                                     \
-    v3 = CP_W_ADD(e2_, o2_);                                                     \
-    v4 = CP_W_SUB(e2_, o2_);                                                     \
+    const CP_W_T e2_ = CP_W_FNMA(CP_W_K(CP_W_A2), d2, d4);                           \
+    const CP_W_T o2_ = CP_W_MUL(CP_W_K(1.5f), CP_W_FNMA(CP_W_K(CP_W_A2), d1, d3));   \
+    v0 = CP_W_FMA(CP_W_K(CP_W_A2B2), d0, CP_W_FNMA(CP_W_K(CP_W_A2PB2), d2, d4));     \
+    v5 = CP_W_FMA(CP_W_K(CP_W_A2B2), d1, CP_W_FNMA(CP_W_K(CP_W_A2PB2), d3, d5));     \
+    v1 = CP_W_ADD(e1_, o1_);                                                         \
+    v2 = CP_W_SUB(e1_, o1_);                                                         \
+    v3 = CP_W_ADD(e2_, o2_);                                                         \
+    v4 = CP_W_SUB(e2_, o2_);                                                         \
   } while (0)
 
 /* A^T m: six inputs m0..m5 -> four outputs y0..y3. */
-#define CP_W_OUTPUT_1D(m0, m1, m2, m3, m4, m5, y0, y1, y2, y3)                 \
-  do {                                                                        \
-    const CP_W_T s1_ = CP_W_ADD(m1, m2), d1_ = CP_W_SUB(m1, m2);               \
-    const CP_W_T s2_ = CP_W_ADD(m3, m4), d2_ = CP_W_SUB(m3, m4);               \
-    y0 = CP_W_ADD(CP_W_ADD(m0, s1_), s2_);                                     \
-    y1 = CP_W_FMA(CP_W_K(0.625f), d1_, CP_W_MUL(CP_W_K(1.5f), d2_));           \
-    y2 = CP_W_FMA(CP_W_K(CP_W_A2), s1_, CP_W_MUL(CP_W_K(CP_W_B2), s2_));       \
-    y3 = CP_W_FMA(CP_W_K(CP_W_A3), d1_, CP_W_FMA(CP_W_K(CP_W_B3), d2_, m5));   \
+#define CP_W_OUTPUT_1D(m0, m1, m2, m3, m4, m5, y0, y1, y2, y3)               \
+  do {                                                                       \
+    const CP_W_T s1_ = CP_W_ADD(m1, m2), d1_ = CP_W_SUB(m1, m2);             \
+    const CP_W_T s2_ = CP_W_ADD(m3, m4), d2_ = CP_W_SUB(m3, m4);             \
+    y0 = CP_W_ADD(CP_W_ADD(m0, s1_), s2_);                                   \
+    y1 = CP_W_FMA(CP_W_K(0.625f), d1_, CP_W_MUL(CP_W_K(1.5f), d2_));         \
+    y2 = CP_W_FMA(CP_W_K(CP_W_A2), s1_, CP_W_MUL(CP_W_K(CP_W_B2), s2_));     \
+    y3 = CP_W_FMA(CP_W_K(CP_W_A3), d1_, CP_W_FMA(CP_W_K(CP_W_B3), d2_, m5)); \
   } while (0)
 
 #endif

@@ -11,9 +11,8 @@
 #define CP_W_FNMA(x, y, z) ((z) - (x) * (y))
 #define CP_W_K(c) (c)
 
-size_t cp_wino_input_scalar(const float *panel, size_t cs, size_t ld, size_t c_in,
-                            size_t tiles, size_t tw_pad, size_t nr, float *v, size_t vs,
-                            unsigned char *flags) {
+size_t cp_wino_input_scalar(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles,
+                            size_t tw_pad, size_t nr, float *v, size_t vs, unsigned char *flags) {
   const size_t lanes = (tiles + nr - 1) / nr * nr;
   size_t flagged = 0;
   for (size_t n = 0; n < lanes; n++) {
@@ -56,8 +55,8 @@ void cp_wino_output_scalar(const float *m, size_t t_alloc, size_t mr_stride, siz
       float t[6][4], y[4][4];
       for (int r = 0; r < 6; r++) { /* A^T along each row of M */
         const float *x = mn + (size_t)(6 * r) * xi_stride;
-        CP_W_OUTPUT_1D(x[0], x[xi_stride], x[2 * xi_stride], x[3 * xi_stride],
-                       x[4 * xi_stride], x[5 * xi_stride], t[r][0], t[r][1], t[r][2], t[r][3]);
+        CP_W_OUTPUT_1D(x[0], x[xi_stride], x[2 * xi_stride], x[3 * xi_stride], x[4 * xi_stride],
+                       x[5 * xi_stride], t[r][0], t[r][1], t[r][2], t[r][3]);
       }
       for (int q = 0; q < 4; q++)
         CP_W_OUTPUT_1D(t[0][q], t[1][q], t[2][q], t[3][q], t[4][q], t[5][q], y[0][q], y[1][q],
@@ -71,8 +70,8 @@ void cp_wino_output_scalar(const float *m, size_t t_alloc, size_t mr_stride, siz
 }
 
 void cp_wino_multiply(const cp_sr_ukernel *uk, const cp_sr_ukernel *uk_tail, int64_t co_blocks,
-                      const float *u, size_t u_xi_stride, const float *v, size_t vs,
-                      size_t c_in, size_t nblk, int64_t cb0, int64_t cb1, float *m) {
+                      const float *u, size_t u_xi_stride, const float *v, size_t vs, size_t c_in,
+                      size_t nblk, int64_t cb0, int64_t cb1, float *m) {
   const size_t nr = (size_t)uk->nr, mr = (size_t)uk->mr, t_alloc = nblk * nr;
   for (size_t xi = 0; xi < CP_WINO_POINTS; xi++)
     for (int64_t cb = cb0; cb < cb1; cb++) {
@@ -80,8 +79,7 @@ void cp_wino_multiply(const cp_sr_ukernel *uk, const cp_sr_ukernel *uk_tail, int
       const float *w = u + xi * u_xi_stride + (size_t)cb * mr * c_in;
       float *mx = m + ((size_t)(cb - cb0) * CP_WINO_POINTS + xi) * mr * t_alloc;
       for (size_t blk = 0; blk < nblk; blk++)
-        fn(v + (blk * CP_WINO_POINTS + xi) * vs, nr, 0, c_in, 1, w, mx + blk * nr,
-           t_alloc);
+        fn(v + (blk * CP_WINO_POINTS + xi) * vs, nr, 0, c_in, 1, w, mx + blk * nr, t_alloc);
     }
 }
 

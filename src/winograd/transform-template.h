@@ -60,14 +60,12 @@ size_t CP_W_INPUT_FN(const float *panel, size_t cs, size_t ld, size_t c_in, size
         CP_W_TRANSPOSE4(a0, a1, a2, a3, d0, d1, d2, d3);
         const CP_V e0 = CP_W_UNPACKLO(b0, b1), e1 = CP_W_UNPACKLO(b2, b3);
         const CP_V d4 = CP_W_SHUF(e0, e1, 0x44), d5 = CP_W_SHUF(e0, e1, 0xEE);
-        CP_W_INPUT_1D(d0, d1, d2, d3, d4, d5, h[i][0], h[i][1], h[i][2], h[i][3], h[i][4],
-                      h[i][5]);
+        CP_W_INPUT_1D(d0, d1, d2, d3, d4, d5, h[i][0], h[i][1], h[i][2], h[i][3], h[i][4], h[i][5]);
       }
       float *vc = vg + c * nr;
       for (size_t s = 0; s < 6; s++) { /* B^T along each column */
         CP_V o0, o1, o2, o3, o4, o5;
-        CP_W_INPUT_1D(h[0][s], h[1][s], h[2][s], h[3][s], h[4][s], h[5][s], o0, o1, o2, o3, o4,
-                      o5);
+        CP_W_INPUT_1D(h[0][s], h[1][s], h[2][s], h[3][s], h[4][s], h[5][s], o0, o1, o2, o3, o4, o5);
         CP_W_STOREU(vc + (0 * 6 + s) * vs, o0);
         CP_W_STOREU(vc + (1 * 6 + s) * vs, o1);
         CP_W_STOREU(vc + (2 * 6 + s) * vs, o2);

@@ -4,36 +4,36 @@
 
 #define A_ 0.625
 #define B_ 1.5
-#define F0_ (A_ * A_ * B_ * B_)               /* prod over the other points, at 0 */
+#define F0_ (A_ * A_ * B_ * B_)                   /* prod over the other points, at 0 */
 #define F1_ (2.0 * A_ * A_ * (A_ * A_ - B_ * B_)) /* at +-a */
 #define F3_ (2.0 * B_ * B_ * (B_ * B_ - A_ * A_)) /* at +-b */
 
 /* Rows: the monic polynomials prod_{l != j} (x - p_l) for the finite points
    0, a, -a, b, -b, and prod_l (x - p_l) for inf; coefficients of x^0 .. x^5. */
 const double cp_wino_bt[CP_WINO_ALPHA][CP_WINO_ALPHA] = {
-    {A_ * A_ * B_ * B_, 0, -(A_ * A_ + B_ * B_), 0, 1, 0},
-    {0, -A_ * B_ * B_, -B_ * B_, A_, 1, 0},
-    {0, A_ * B_ * B_, -B_ * B_, -A_, 1, 0},
-    {0, -A_ * A_ * B_, -A_ * A_, B_, 1, 0},
-    {0, A_ * A_ * B_, -A_ * A_, -B_, 1, 0},
-    {0, A_ * A_ * B_ * B_, 0, -(A_ * A_ + B_ * B_), 0, 1},
+    {A_ * A_ * B_ * B_, 0, -(A_ *A_ + B_ * B_), 0, 1, 0},
+    {0, -A_ *B_ *B_, -B_ *B_, A_, 1, 0},
+    {0, A_ *B_ *B_, -B_ *B_, -A_, 1, 0},
+    {0, -A_ *A_ *B_, -A_ *A_, B_, 1, 0},
+    {0, A_ *A_ *B_, -A_ *A_, -B_, 1, 0},
+    {0, A_ *A_ *B_ *B_, 0, -(A_ *A_ + B_ * B_), 0, 1},
 };
 
 /* Row i: the points to the power i; inf contributes to the last row only. */
 const double cp_wino_at[CP_WINO_M][CP_WINO_ALPHA] = {
     {1, 1, 1, 1, 1, 0},
     {0, A_, -A_, B_, -B_, 0},
-    {0, A_ * A_, A_ * A_, B_ * B_, B_ * B_, 0},
-    {0, A_ * A_ * A_, -A_ * A_ * A_, B_ * B_ * B_, -B_ * B_ * B_, 1},
+    {0, A_ *A_, A_ *A_, B_ *B_, B_ *B_, 0},
+    {0, A_ *A_ *A_, -A_ *A_ *A_, B_ *B_ *B_, -B_ *B_ *B_, 1},
 };
 
 /* Row j: p_j^k / prod_{l != j} (p_j - p_l); inf picks the last tap. */
 const double cp_wino_g[CP_WINO_ALPHA][3] = {
     {1.0 / F0_, 0, 0},
-    {1.0 / F1_, A_ / F1_, A_ * A_ / F1_},
-    {1.0 / F1_, -A_ / F1_, A_ * A_ / F1_},
-    {1.0 / F3_, B_ / F3_, B_ * B_ / F3_},
-    {1.0 / F3_, -B_ / F3_, B_ * B_ / F3_},
+    {1.0 / F1_, A_ / F1_, A_ *A_ / F1_},
+    {1.0 / F1_, -A_ / F1_, A_ *A_ / F1_},
+    {1.0 / F3_, B_ / F3_, B_ *B_ / F3_},
+    {1.0 / F3_, -B_ / F3_, B_ *B_ / F3_},
     {0, 0, 1},
 };
 
@@ -50,8 +50,8 @@ static double cp_wino_load(convpool_dtype dtype, const void *base, size_t i) {
   return ((const float *)base)[i];
 }
 
-void cp_wino_pack_weights(convpool_dtype dtype, const void *weights, int64_t c_out,
-                          int64_t c_in, int mr, int mr_tail, float *u) {
+void cp_wino_pack_weights(convpool_dtype dtype, const void *weights, int64_t c_out, int64_t c_in,
+                          int mr, int mr_tail, float *u) {
   const size_t cin = (size_t)c_in, blocks = ((size_t)c_out + (size_t)mr - 1) / (size_t)mr;
   const size_t xi_stride = cp_wino_weight_floats(c_out, c_in, mr, mr_tail) / CP_WINO_POINTS;
   for (size_t cb = 0; cb < blocks; cb++) {
@@ -65,14 +65,14 @@ void cp_wino_pack_weights(convpool_dtype dtype, const void *weights, int64_t c_o
             g[i / 3][i % 3] = cp_wino_load(dtype, weights, (co * cin + c) * 9 + i);
         for (int r = 0; r < CP_WINO_ALPHA; r++) /* G g */
           for (int j = 0; j < 3; j++)
-            t[r][j] = cp_wino_g[r][0] * g[0][j] + cp_wino_g[r][1] * g[1][j] +
-                      cp_wino_g[r][2] * g[2][j];
+            t[r][j] =
+                cp_wino_g[r][0] * g[0][j] + cp_wino_g[r][1] * g[1][j] + cp_wino_g[r][2] * g[2][j];
         for (int r = 0; r < CP_WINO_ALPHA; r++) /* (G g) G^T */
           for (int s = 0; s < CP_WINO_ALPHA; s++) {
-            const double x = t[r][0] * cp_wino_g[s][0] + t[r][1] * cp_wino_g[s][1] +
-                             t[r][2] * cp_wino_g[s][2];
-            u[(size_t)(r * CP_WINO_ALPHA + s) * xi_stride + (cb * (size_t)mr + 0) * cin +
-              c * bmr + m] = (float)x;
+            const double x =
+                t[r][0] * cp_wino_g[s][0] + t[r][1] * cp_wino_g[s][1] + t[r][2] * cp_wino_g[s][2];
+            u[(size_t)(r * CP_WINO_ALPHA + s) * xi_stride + (cb * (size_t)mr + 0) * cin + c * bmr +
+              m] = (float)x;
           }
       }
   }

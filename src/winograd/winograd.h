@@ -46,8 +46,8 @@
 #include "../internal.h"
 #include "../kernels/ukernel.h"
 
-#define CP_WINO_M 4      /* outputs per tile side */
-#define CP_WINO_ALPHA 6  /* inputs per tile side */
+#define CP_WINO_M 4     /* outputs per tile side */
+#define CP_WINO_ALPHA 6 /* inputs per tile side */
 #define CP_WINO_POINTS 36
 
 /* The transform points' constants (exact in fp32). */
@@ -67,8 +67,8 @@ size_t cp_wino_weight_floats(int64_t c_out, int64_t c_in, int mr, int mr_tail);
  * U = G g G^T in double, rounded once to fp32, packed [xi][co_block][c][MR]
  * (zero past c_out). weights: [c_out, c_in, 3, 3] of dtype.
  */
-void cp_wino_pack_weights(convpool_dtype dtype, const void *weights, int64_t c_out,
-                          int64_t c_in, int mr, int mr_tail, float *u);
+void cp_wino_pack_weights(convpool_dtype dtype, const void *weights, int64_t c_out, int64_t c_in,
+                          int mr, int mr_tail, float *u);
 
 /*
  * Input transform of tiles [0, tiles) of an item: V (layout above) for every
@@ -115,8 +115,8 @@ const cp_wino_transforms *cp_wino_transforms_list(size_t *count);
  * t_alloc = nblk * NR).
  */
 void cp_wino_multiply(const cp_sr_ukernel *uk, const cp_sr_ukernel *uk_tail, int64_t co_blocks,
-                      const float *u, size_t u_xi_stride, const float *v, size_t vs,
-                      size_t c_in, size_t nblk, int64_t cb0, int64_t cb1, float *m);
+                      const float *u, size_t u_xi_stride, const float *v, size_t vs, size_t c_in,
+                      size_t nblk, int64_t cb0, int64_t cb1, float *m);
 
 /* Floats between V's [blk][xi] blocks for c_in channels and NR lanes. */
 static inline size_t cp_wino_v_stride(size_t c_in, size_t nr) {
@@ -126,24 +126,19 @@ static inline size_t cp_wino_v_stride(size_t c_in, size_t nr) {
 
 /* Portable transforms (also the reference of the vector ones). */
 size_t cp_wino_input_scalar(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles,
-                         size_t tw_pad, size_t nr, float *v, size_t vs,
-                            unsigned char *flags);
+                            size_t tw_pad, size_t nr, float *v, size_t vs, unsigned char *flags);
 void cp_wino_output_scalar(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
-                           size_t tiles, size_t tw_pad, size_t dy, size_t dx,
-                          float *buf, size_t buf_cols,
-                           size_t buf_ld);
+                           size_t tiles, size_t tw_pad, size_t dy, size_t dx, float *buf,
+                           size_t buf_cols, size_t buf_ld);
 size_t cp_wino_input_avx2(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles,
-                       size_t tw_pad, size_t nr, float *v, size_t vs,
-                            unsigned char *flags);
-void cp_wino_output_avx2(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
-                         size_t tiles, size_t tw_pad, size_t dy, size_t dx,
-                          float *buf, size_t buf_cols, size_t buf_ld);
+                          size_t tw_pad, size_t nr, float *v, size_t vs, unsigned char *flags);
+void cp_wino_output_avx2(const float *m, size_t t_alloc, size_t mr_stride, size_t mr, size_t tiles,
+                         size_t tw_pad, size_t dy, size_t dx, float *buf, size_t buf_cols,
+                         size_t buf_ld);
 size_t cp_wino_input_avx512(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles,
-                         size_t tw_pad, size_t nr, float *v, size_t vs,
-                            unsigned char *flags);
+                            size_t tw_pad, size_t nr, float *v, size_t vs, unsigned char *flags);
 void cp_wino_output_avx512(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
-                           size_t tiles, size_t tw_pad, size_t dy, size_t dx,
-                          float *buf, size_t buf_cols,
-                           size_t buf_ld);
+                           size_t tiles, size_t tw_pad, size_t dy, size_t dx, float *buf,
+                           size_t buf_cols, size_t buf_ld);
 
 #endif

@@ -23,23 +23,18 @@
  *   7 width      as height
  *   8 threads    b % 6; 254 -> 1025, 255 -> -1
  *   9 rows/item  0 for b < 128, else (b - 128) % 10; 255 -> -1
- *  10 algo       0-2 auto, 3-4 shift-reduce, 5-6 im2col, 7 an invalid value (next byte; 3 is winograd, not drawn)
- *  11 flags      1 bias, 2 dst_bytes too small, 4 dst placed over src,
- *                8 skip the one-shot call, 16 fail an allocation,
- *                32 a convpool_layer: five more bytes follow the header (below),
- *                and the calls are convpool_op_create_layer / convpool_layer_run
- *  12 dst_bytes shortfall (1 + b % 8 bytes) / dst offset into src (4-byte steps)
- *  13 the allocation to fail (1 + b % 8)
- *  14 describe capacity (1 + b % 64, or 4096 for b >= 192)
- *  15.. tensor data, one byte per element, cycled: (b - 128) / 16, except
- *       0xfd -> -inf, 0xfe -> +inf, 0xff -> NaN
- * With flag 32, bytes 15..19 (the tensor data follows them):
- *  15 conv padding: side s (top, left, bottom, right) = (b >> 2s) & 3
- *  16 activation: b % 5: none, relu, clamp [-0.5, 6], clamp [3, 1] (invalid),
- *     an invalid activation value
- *  17 pool stride: b % 6: 0 (= the window), 1, 2, 3, 4, -1 (invalid)
- *  18 pool padding: side s = (b >> 2s) & 3 (invalid above pool / 2)
- *  19 ceil_mode: b & 1, or 2 (invalid) for b >= 250
+ *  10 algo       0-2 auto, 3-4 shift-reduce, 5-6 im2col, 7 an invalid value (next byte; 3 is
+ * winograd, not drawn) 11 flags      1 bias, 2 dst_bytes too small, 4 dst placed over src, 8 skip
+ * the one-shot call, 16 fail an allocation, 32 a convpool_layer: five more bytes follow the header
+ * (below), and the calls are convpool_op_create_layer / convpool_layer_run 12 dst_bytes shortfall
+ * (1 + b % 8 bytes) / dst offset into src (4-byte steps) 13 the allocation to fail (1 + b % 8) 14
+ * describe capacity (1 + b % 64, or 4096 for b >= 192) 15.. tensor data, one byte per element,
+ * cycled: (b - 128) / 16, except 0xfd -> -inf, 0xfe -> +inf, 0xff -> NaN With flag 32, bytes 15..19
+ * (the tensor data follows them): 15 conv padding: side s (top, left, bottom, right) = (b >> 2s) &
+ * 3 16 activation: b % 5: none, relu, clamp [-0.5, 6], clamp [3, 1] (invalid), an invalid
+ * activation value 17 pool stride: b % 6: 0 (= the window), 1, 2, 3, 4, -1 (invalid) 18 pool
+ * padding: side s = (b >> 2s) & 3 (invalid above pool / 2) 19 ceil_mode: b & 1, or 2 (invalid) for
+ * b >= 250
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -65,7 +60,9 @@ typedef struct reader {
   size_t n, i;
 } reader;
 
-static unsigned next(reader *r) { return r->i < r->n ? r->p[r->i++] : 0u; }
+static unsigned next(reader *r) {
+  return r->i < r->n ? r->p[r->i++] : 0u;
+}
 
 static int64_t small_dim(unsigned b, unsigned mod) {
   if (b >= 250) return -(int64_t)(b - 250); /* 0, -1, ..., -5 */
@@ -79,8 +76,8 @@ static float decode_value(uint8_t b) {
   return ((float)b - 128.0f) / 16.0f;
 }
 
-static void fill_from(void *dst, size_t n, convpool_dtype dtype, const uint8_t *bytes,
-                      size_t count, size_t *cursor) {
+static void fill_from(void *dst, size_t n, convpool_dtype dtype, const uint8_t *bytes, size_t count,
+                      size_t *cursor) {
   for (size_t i = 0; i < n; i++)
     rel_set(dtype, dst, i, count ? decode_value(bytes[(*cursor)++ % count]) : 0.0f);
 }
@@ -158,11 +155,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const int rows_per_item = b == 255 ? -1 : b < 128 ? 0 : (int)((b - 128) % 10);
   b = next(&in) % 8;
   const unsigned b_algo = b == 7 ? next(&in) : 0;
-  const convpool_algo algo = b < 3              ? CONVPOOL_ALGO_AUTO
-                             : b < 5            ? CONVPOOL_ALGO_SHIFT_REDUCE
-                             : b < 7            ? CONVPOOL_ALGO_IM2COL
-                             : b_algo % 2 == 0  ? CONVPOOL_ALGO_WINOGRAD
-                                                : (convpool_algo)(4 + (int)(b_algo % 50));
+  const convpool_algo algo = b < 3             ? CONVPOOL_ALGO_AUTO
+                             : b < 5           ? CONVPOOL_ALGO_SHIFT_REDUCE
+                             : b < 7           ? CONVPOOL_ALGO_IM2COL
+                             : b_algo % 2 == 0 ? CONVPOOL_ALGO_WINOGRAD
+                                               : (convpool_algo)(4 + (int)(b_algo % 50));
   const unsigned flags = next(&in);
   const unsigned b_amount = next(&in);
   const unsigned b_fail = next(&in);
@@ -222,8 +219,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                        layer_causes == 0 && height + layer.padding[0] + layer.padding[2] >= k &&
                        width + layer.padding[1] + layer.padding[3] >= k && ph >= 1 && pw >= 1;
   const size_t es = valid_dtype ? convpool_dtype_size(dtype) : 4;
-  rel_case c = {valid_dtype ? dtype : CONVPOOL_FLOAT32, batch, c_in, c_out, height, width, k,
-                pool, has_bias};
+  rel_case c = {
+      valid_dtype ? dtype : CONVPOOL_FLOAT32, batch, c_in, c_out, height, width, k, pool, has_bias};
   size_t need = 0, src_bytes = 0;
   if (!shape_ok) run_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
   if (shape_ok && rows_per_item > ph) run_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
@@ -268,8 +265,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   counting.refused = 0;
   rel_alloc_arm(&counting, fail_at);
   convpool_op *op = NULL;
-  convpool_status st = use_layer ? convpool_op_create_layer(&layer, w, bias_arg, &o, &op)
-                                 : convpool_op_create(dtype, w, bias_arg, c_out, c_in, k, pool, &o, &op);
+  convpool_status st = use_layer
+                           ? convpool_op_create_layer(&layer, w, bias_arg, &o, &op)
+                           : convpool_op_create(dtype, w, bias_arg, c_out, c_in, k, pool, &o, &op);
   judge("create", st, create_causes, counting.refused);
   FUZZ_ASSERT((st == CONVPOOL_SUCCESS) == (op != NULL), "create: op_out inconsistent with status");
   if (op != NULL) {
@@ -326,7 +324,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   /* Bytes before dst (src and the rest of its buffer): never written. From dst
      on, the checks above cover every byte. */
-  const size_t before_dst = dst - arena < (ptrdiff_t)(X_CAP * 4) ? (size_t)(dst - arena) : X_CAP * 4;
+  const size_t before_dst =
+      dst - arena < (ptrdiff_t)(X_CAP * 4) ? (size_t)(dst - arena) : X_CAP * 4;
   FUZZ_ASSERT(memcmp(arena, x_copy, before_dst) == 0, "src was modified");
   FUZZ_ASSERT(rel_alloc_live(&counting) == 0, "%ld blocks outstanding after destroy",
               rel_alloc_live(&counting));
@@ -337,10 +336,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memcpy(dst, dst_copy, dst_room);
     counting.refused = 0;
     rel_alloc_arm(&counting, fail_at);
-    st = use_layer ? convpool_layer_run(&layer, x, batch, height, width, w, bias_arg, dst,
-                                        dst_bytes, &o)
-                   : convpool_conv2d_maxpool(dtype, x, batch, c_in, height, width, w, c_out, k,
-                                             bias_arg, pool, dst, dst_bytes, &o);
+    st = use_layer
+             ? convpool_layer_run(&layer, x, batch, height, width, w, bias_arg, dst, dst_bytes, &o)
+             : convpool_conv2d_maxpool(dtype, x, batch, c_in, height, width, w, c_out, k, bias_arg,
+                                       pool, dst, dst_bytes, &o);
     judge("one-shot", st, create_causes | run_causes, counting.refused);
     if (st == CONVPOOL_SUCCESS) {
       char why[400];

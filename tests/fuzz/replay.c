@@ -43,8 +43,10 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     DIR *d = opendir(argv[i]);
     if (d == NULL) {
-      if (replay_file(argv[i])) run++;
-      else unreadable++;
+      if (replay_file(argv[i]))
+        run++;
+      else
+        unreadable++;
       continue;
     }
     struct dirent *e;
@@ -54,8 +56,10 @@ int main(int argc, char **argv) {
       char *path = malloc(n);
       if (path == NULL) return 2;
       snprintf(path, n, "%s/%s", argv[i], e->d_name);
-      if (replay_file(path)) run++;
-      else unreadable++;
+      if (replay_file(path))
+        run++;
+      else
+        unreadable++;
       free(path);
     }
     closedir(d);

@@ -45,8 +45,8 @@ static inline void rel_fail_at(const char *file, int line, const char *fmt, ...)
 }
 
 /* REL_CHECK(condition, printf-style explanation): record a failure if false. */
-#define REL_CHECK(cond, ...)                                    \
-  do {                                                          \
+#define REL_CHECK(cond, ...)                                   \
+  do {                                                         \
     if (!(cond)) rel_fail_at(__FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
 
@@ -65,8 +65,12 @@ static inline size_t rel_x_count(const rel_case *c) {
 static inline size_t rel_w_count(const rel_case *c) {
   return (size_t)(c->c_out * c->c_in * c->k * c->k);
 }
-static inline int64_t rel_ph(const rel_case *c) { return (c->height - c->k + 1) / c->pool; }
-static inline int64_t rel_pw(const rel_case *c) { return (c->width - c->k + 1) / c->pool; }
+static inline int64_t rel_ph(const rel_case *c) {
+  return (c->height - c->k + 1) / c->pool;
+}
+static inline int64_t rel_pw(const rel_case *c) {
+  return (c->width - c->k + 1) / c->pool;
+}
 static inline size_t rel_y_count(const rel_case *c) {
   return (size_t)(c->batch * c->c_out * rel_ph(c) * rel_pw(c));
 }
@@ -82,9 +86,12 @@ static inline void rel_describe(const rel_case *c, char *s, size_t n) {
 
 /* Store v as element i of a dtype tensor (16-bit types round to nearest even). */
 static inline void rel_set(convpool_dtype dtype, void *data, size_t i, float v) {
-  if (dtype == CONVPOOL_FLOAT16) ((uint16_t *)data)[i] = cp_float_to_half(v);
-  else if (dtype == CONVPOOL_BFLOAT16) ((uint16_t *)data)[i] = cp_float_to_bf16(v);
-  else ((float *)data)[i] = v;
+  if (dtype == CONVPOOL_FLOAT16)
+    ((uint16_t *)data)[i] = cp_float_to_half(v);
+  else if (dtype == CONVPOOL_BFLOAT16)
+    ((uint16_t *)data)[i] = cp_float_to_bf16(v);
+  else
+    ((float *)data)[i] = v;
 }
 
 /* n values uniform in [lo, hi), stored in dtype. */
@@ -100,7 +107,9 @@ static inline double rel_get(convpool_dtype dtype, const void *data, size_t i) {
 }
 
 /* Ordinal of a 16-bit float on a line where adjacent finite values differ by 1. */
-static inline int rel_ordinal16(uint16_t h) { return (h & 0x8000) ? -(int)(h & 0x7fff) : (int)h; }
+static inline int rel_ordinal16(uint16_t h) {
+  return (h & 0x8000) ? -(int)(h & 0x7fff) : (int)h;
+}
 
 /*
  * The tolerance of tests/test_layer.c: |got - ref| <= 1e-5 * bound + 1e-6
@@ -182,10 +191,10 @@ static inline int rel_check_output(const rel_case *c, const void *x, const void 
  */
 typedef struct rel_alloc {
   pthread_mutex_t lock;
-  long calls;     /* alloc calls since the last rel_alloc_arm */
-  long fail_at;   /* refuse this call (1-based), 0 = never */
-  long refused;   /* calls refused */
-  long live;      /* blocks handed out and not yet freed */
+  long calls;   /* alloc calls since the last rel_alloc_arm */
+  long fail_at; /* refuse this call (1-based), 0 = never */
+  long refused; /* calls refused */
+  long live;    /* blocks handed out and not yet freed */
   long peak_live;
   size_t max_size;
   long bad_alignment; /* requests whose alignment is not a power of two <= 4096 */
@@ -201,8 +210,7 @@ static inline void *rel_alloc_fn(void *context, size_t size, size_t alignment) {
   if (a->hook != NULL) a->hook(a->hook_context, size);
   pthread_mutex_lock(&a->lock);
   a->calls++;
-  if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > 4096)
-    a->bad_alignment++;
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > 4096) a->bad_alignment++;
   void *p = NULL;
   if ((a->fail_at != 0 && a->calls == a->fail_at) || (a->max_size != 0 && size > a->max_size)) {
     a->refused++;

@@ -2,9 +2,10 @@
  * Soak test: random small layers against the scalar reference, with the
  * tolerance of tests/test_layer.c, over dtypes (float32, float16, bfloat16), pools,
  * filter sizes, thread counts, rows_per_item values, bias on/off, every
- * algorithm (auto, shift-reduce, im2col, Winograd with k = 3), and both the operator API (one operator run on three
- * input sizes) and the one-shot call. Half the layers also draw the layer parameters: conv
- * padding (0 .. k + 1 per side), activation, pool stride, pool padding and ceil sizing.
+ * algorithm (auto, shift-reduce, im2col, Winograd with k = 3), and both the operator API (one
+ * operator run on three input sizes) and the one-shot call. Half the layers also draw the layer
+ * parameters: conv padding (0 .. k + 1 per side), activation, pool stride, pool padding and ceil
+ * sizing.
  *
  * Resources are checked as it goes: every library allocation goes through a
  * counting allocator (nothing may be outstanding after a destroy), the
@@ -106,10 +107,10 @@ static int run_and_check(convpool_op *op, const rel_case *c, const convpool_laye
   cp_reference_shape(l, c->height, c->width, &ph, &pw);
   const size_t y_bytes = (size_t)(c->batch * c->c_out * ph * pw) * es;
   memset(b->y, 0xEE, y_bytes);
-  convpool_status st =
-      op != NULL ? convpool_op_run(op, b->x, c->batch, c->height, c->width, b->y, y_bytes)
-                 : convpool_layer_run(l, b->x, c->batch, c->height, c->width, b->w,
-                                      c->bias ? b->bias : NULL, b->y, y_bytes, o);
+  convpool_status st = op != NULL
+                           ? convpool_op_run(op, b->x, c->batch, c->height, c->width, b->y, y_bytes)
+                           : convpool_layer_run(l, b->x, c->batch, c->height, c->width, b->w,
+                                                c->bias ? b->bias : NULL, b->y, y_bytes, o);
   char d[200];
   rel_describe(c, d, sizeof d);
   /* rows_per_item larger than the pooled rows is refused; anything else must run. */
@@ -176,8 +177,7 @@ int main(int argc, char **argv) {
 
   for (long i = 0; i < cases; i++) {
     rel_case c;
-    static const convpool_dtype dtypes[3] = {CONVPOOL_FLOAT32, CONVPOOL_FLOAT16,
-                                             CONVPOOL_BFLOAT16};
+    static const convpool_dtype dtypes[3] = {CONVPOOL_FLOAT32, CONVPOOL_FLOAT16, CONVPOOL_BFLOAT16};
     c.dtype = dtypes[pick(&r, 0, 2)];
     c.c_in = pick(&r, 1, MAX_CIN);
     c.c_out = pick(&r, 1, MAX_COUT);
@@ -203,7 +203,8 @@ int main(int argc, char **argv) {
     int64_t ph, pw;
     cp_reference_shape(&l, c.height, c.width, &ph, &pw);
     const int threads = (int)pick(&r, 1, 4);
-    /* rows_per_item: planned (0) half the time, else 1 .. the pooled rows, now and then one more. */
+    /* rows_per_item: planned (0) half the time, else 1 .. the pooled rows, now and then one more.
+     */
     int rows_per_item = 0;
     if (pick(&r, 0, 1)) {
       rows_per_item = (int)pick(&r, 1, ph);
@@ -268,12 +269,14 @@ int main(int argc, char **argv) {
   } else if (rss_warm < 0 || rss_end < 0) {
     printf("soak: resident set check skipped: /proc/self/statm is not readable\n");
   } else {
-    printf("soak: resident set %ld KiB after %ld warm-up cases, at most %ld KiB after, %ld KiB at "
-           "the end\n",
-           rss_warm, warmup, rss_max, rss_end);
+    printf(
+        "soak: resident set %ld KiB after %ld warm-up cases, at most %ld KiB after, %ld KiB at "
+        "the end\n",
+        rss_warm, warmup, rss_max, rss_end);
 #ifdef REL_SANITIZED
-    printf("soak: resident set check skipped: sanitizer build (quarantine and shadow memory grow "
-           "it by design)\n");
+    printf(
+        "soak: resident set check skipped: sanitizer build (quarantine and shadow memory grow "
+        "it by design)\n");
 #else
     REL_CHECK(rss_max - rss_warm <= RSS_SLACK_KIB,
               "resident set grew from %ld KiB after warm-up to %ld KiB (limit +%d KiB)", rss_warm,
@@ -281,15 +284,14 @@ int main(int argc, char **argv) {
 #endif
   }
   int failures = *rel_failure_count();
-  printf("soak: %ld cases (%ld float32, %ld float16, %ld bfloat16; %ld im2col; %ld winograd; "
-         "%ld one-shot; "
-         "%ld with rows_per_item set; %ld with layer parameters), %ld runs, seed %llu: %ld passed, "
-         "%d failures; peak %ld "
-         "library blocks, threads back to %d\n",
-         done, by_dtype[0], by_dtype[1], by_dtype[2], by_algo[1], wino, one_shot, forced_rows,
-         with_params, runs,
-         seed, passed, failures,
-         counting.peak_live, threads_at_start);
+  printf(
+      "soak: %ld cases (%ld float32, %ld float16, %ld bfloat16; %ld im2col; %ld winograd; "
+      "%ld one-shot; "
+      "%ld with rows_per_item set; %ld with layer parameters), %ld runs, seed %llu: %ld passed, "
+      "%d failures; peak %ld "
+      "library blocks, threads back to %d\n",
+      done, by_dtype[0], by_dtype[1], by_dtype[2], by_algo[1], wino, one_shot, forced_rows,
+      with_params, runs, seed, passed, failures, counting.peak_live, threads_at_start);
   free(b.x);
   free(b.w);
   free(b.bias);

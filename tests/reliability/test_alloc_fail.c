@@ -28,18 +28,18 @@
 /* ---- thread-creation failures through --wrap ---- */
 
 #ifdef REL_WRAP_PTHREAD
-int __real_pthread_create(pthread_t *thread, const pthread_attr_t *attr,
-                          void *(*start)(void *), void *arg);
+int __real_pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start)(void *),
+                          void *arg);
 int __real_pthread_join(pthread_t thread, void **result);
-int __wrap_pthread_create(pthread_t *thread, const pthread_attr_t *attr,
-                          void *(*start)(void *), void *arg);
+int __wrap_pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start)(void *),
+                          void *arg);
 int __wrap_pthread_join(pthread_t thread, void **result);
 
 static atomic_long g_thread_calls, g_thread_fail_at, g_threads_started, g_threads_joined;
 static atomic_int g_thread_error;
 
-int __wrap_pthread_create(pthread_t *thread, const pthread_attr_t *attr,
-                          void *(*start)(void *), void *arg) {
+int __wrap_pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start)(void *),
+                          void *arg) {
   long n = atomic_fetch_add(&g_thread_calls, 1) + 1;
   if (n == atomic_load(&g_thread_fail_at)) return atomic_load(&g_thread_error);
   int rc = __real_pthread_create(thread, attr, start, arg);
@@ -115,8 +115,9 @@ static void check_refusal(const scenario *s, const char *step, long k, convpool_
             step, k, convpool_status_string(st), convpool_last_error());
   REL_CHECK(convpool_last_error()[0] != '\0', "%s: %s, allocation %ld: no message", s->name, step,
             k);
-  REL_CHECK(rel_alloc_live(a) == live_before, "%s: %s, allocation %ld: %ld blocks outstanding, %ld expected",
-            s->name, step, k, rel_alloc_live(a), live_before);
+  REL_CHECK(rel_alloc_live(a) == live_before,
+            "%s: %s, allocation %ld: %ld blocks outstanding, %ld expected", s->name, step, k,
+            rel_alloc_live(a), live_before);
 }
 
 /*
@@ -171,7 +172,8 @@ static long walk(const scenario *s) {
   o.algo = s->algo;
   if (s->global) {
     convpool_status st = convpool_set_default_allocator(&iface);
-    REL_CHECK(st == CONVPOOL_SUCCESS, "%s: set_default_allocator: %s", s->name, convpool_last_error());
+    REL_CHECK(st == CONVPOOL_SUCCESS, "%s: set_default_allocator: %s", s->name,
+              convpool_last_error());
   } else {
     o.allocator = &iface;
   }
@@ -273,9 +275,10 @@ static long walk_threads(int error, convpool_status want) {
       memset(t.y, PATTERN, t.y_bytes);
       convpool_op *op = (convpool_op *)&t;
       convpool_status st =
-          one_shot ? convpool_conv2d_maxpool(c.dtype, t.x, c.batch, c.c_in, c.height, c.width, t.w,
-                                             c.c_out, c.k, t.bias, c.pool, t.y, t.y_bytes, &o)
-                   : convpool_op_create(c.dtype, t.w, t.bias, c.c_out, c.c_in, c.k, c.pool, &o, &op);
+          one_shot
+              ? convpool_conv2d_maxpool(c.dtype, t.x, c.batch, c.c_in, c.height, c.width, t.w,
+                                        c.c_out, c.k, t.bias, c.pool, t.y, t.y_bytes, &o)
+              : convpool_op_create(c.dtype, t.w, t.bias, c.c_out, c.c_in, c.k, c.pool, &o, &op);
       atomic_store(&g_thread_fail_at, 0);
       const char *step = one_shot ? "one-shot" : "create";
       if (k == threads) { /* no k-th worker: the call must succeed */
@@ -300,8 +303,9 @@ static long walk_threads(int error, convpool_status want) {
       REL_CHECK(atomic_load(&g_threads_started) == atomic_load(&g_threads_joined),
                 "threads: %s, worker %ld failing: %ld started, %ld joined", step, k,
                 atomic_load(&g_threads_started), atomic_load(&g_threads_joined));
-      REL_CHECK(rel_alloc_live(&counting) == 0, "threads: %s, worker %ld failing: %ld blocks outstanding",
-                step, k, rel_alloc_live(&counting));
+      REL_CHECK(rel_alloc_live(&counting) == 0,
+                "threads: %s, worker %ld failing: %ld blocks outstanding", step, k,
+                rel_alloc_live(&counting));
     }
   free_tensors(&t);
   return points;
@@ -310,20 +314,48 @@ static long walk_threads(int error, convpool_status want) {
 
 int main(void) {
   const scenario scenarios[] = {
-      {"float32, 1 thread, bias", {CONVPOOL_FLOAT32, 1, 3, 5, 10, 10, 3, 2, 1}, 1, 0, 0,
+      {"float32, 1 thread, bias",
+       {CONVPOOL_FLOAT32, 1, 3, 5, 10, 10, 3, 2, 1},
+       1,
+       0,
+       0,
        CONVPOOL_ALGO_AUTO},
-      {"float16, 3 threads, no bias", {CONVPOOL_FLOAT16, 2, 4, 13, 12, 11, 2, 3, 0}, 3, 0, 0,
+      {"float16, 3 threads, no bias",
+       {CONVPOOL_FLOAT16, 2, 4, 13, 12, 11, 2, 3, 0},
+       3,
+       0,
+       0,
        CONVPOOL_ALGO_AUTO},
-      {"float32, 4 threads, rows_per_item 1", {CONVPOOL_FLOAT32, 1, 2, 7, 16, 9, 1, 1, 1}, 4, 1, 0,
+      {"float32, 4 threads, rows_per_item 1",
+       {CONVPOOL_FLOAT32, 1, 2, 7, 16, 9, 1, 1, 1},
+       4,
+       1,
+       0,
        CONVPOOL_ALGO_AUTO},
-      {"bfloat16, 2 threads, bias", {CONVPOOL_BFLOAT16, 1, 5, 9, 11, 14, 3, 2, 1}, 2, 0, 0,
+      {"bfloat16, 2 threads, bias",
+       {CONVPOOL_BFLOAT16, 1, 5, 9, 11, 14, 3, 2, 1},
+       2,
+       0,
+       0,
        CONVPOOL_ALGO_AUTO},
-      {"float32, 2 threads, default allocator", {CONVPOOL_FLOAT32, 2, 3, 4, 9, 9, 3, 2, 1}, 2, 0, 1,
+      {"float32, 2 threads, default allocator",
+       {CONVPOOL_FLOAT32, 2, 3, 4, 9, 9, 3, 2, 1},
+       2,
+       0,
+       1,
        CONVPOOL_ALGO_AUTO},
-      {"float32, 3 threads, im2col", {CONVPOOL_FLOAT32, 2, 5, 6, 12, 13, 3, 2, 1}, 3, 0, 0,
+      {"float32, 3 threads, im2col",
+       {CONVPOOL_FLOAT32, 2, 5, 6, 12, 13, 3, 2, 1},
+       3,
+       0,
+       0,
        CONVPOOL_ALGO_IM2COL},
-      {"float16, 1 thread, im2col, rows_per_item 2", {CONVPOOL_FLOAT16, 1, 3, 4, 14, 10, 2, 2, 0},
-       1, 2, 0, CONVPOOL_ALGO_IM2COL},
+      {"float16, 1 thread, im2col, rows_per_item 2",
+       {CONVPOOL_FLOAT16, 1, 3, 4, 14, 10, 2, 2, 0},
+       1,
+       2,
+       0,
+       CONVPOOL_ALGO_IM2COL},
   };
   long total = 0;
   for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++) total += walk(&scenarios[i]);
@@ -331,14 +363,17 @@ int main(void) {
 #ifdef REL_WRAP_PTHREAD
   thread_points += walk_threads(EAGAIN, CONVPOOL_OUT_OF_MEMORY);
   thread_points += walk_threads(EPERM, CONVPOOL_INTERNAL_ERROR);
-  printf("thread creation: %ld failure points survived (EAGAIN -> out of memory, EPERM -> internal error)\n",
-         thread_points);
+  printf(
+      "thread creation: %ld failure points survived (EAGAIN -> out of memory, EPERM -> internal "
+      "error)\n",
+      thread_points);
 #else
   printf("thread creation: skipped (this build has no --wrap=pthread_create)\n");
 #endif
   int failures = *rel_failure_count();
-  printf("test_alloc_fail: %ld allocation failure points and %ld thread failure points survived, "
-         "%d failures\n",
-         total, thread_points, failures);
+  printf(
+      "test_alloc_fail: %ld allocation failure points and %ld thread failure points survived, "
+      "%d failures\n",
+      total, thread_points, failures);
   return failures ? 1 : 0;
 }

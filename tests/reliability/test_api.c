@@ -34,7 +34,9 @@ static struct outputs {
   char text[512];
 } g_out;
 
-static void arm_outputs(void) { memset(&g_out, PATTERN, sizeof g_out); }
+static void arm_outputs(void) {
+  memset(&g_out, PATTERN, sizeof g_out);
+}
 
 /*
  * Check a call that must be refused with `want`: status, a non-empty message
@@ -69,19 +71,19 @@ static void expect_refused(const char *file, int line, const char *what, convpoo
 }
 
 /* REFUSED("what", call, status, needle1, needle2): arm outputs, call, check. */
-#define REFUSED(what, call, want, n1, n2)                                   \
-  do {                                                                      \
-    arm_outputs();                                                          \
-    convpool_status st_ = (call);                                           \
-    expect_refused(__FILE__, __LINE__, (what), st_, (want), (n1), (n2));    \
+#define REFUSED(what, call, want, n1, n2)                                \
+  do {                                                                   \
+    arm_outputs();                                                       \
+    convpool_status st_ = (call);                                        \
+    expect_refused(__FILE__, __LINE__, (what), st_, (want), (n1), (n2)); \
   } while (0)
 
-#define EXPECT_OK(what, call)                                                       \
-  do {                                                                              \
-    convpool_status st_ = (call);                                                   \
-    g_checked++;                                                                    \
+#define EXPECT_OK(what, call)                                                              \
+  do {                                                                                     \
+    convpool_status st_ = (call);                                                          \
+    g_checked++;                                                                           \
     REL_CHECK(st_ == CONVPOOL_SUCCESS, "%s: %s (%s)", (what), convpool_status_string(st_), \
-              convpool_last_error());                                               \
+              convpool_last_error());                                                      \
   } while (0)
 
 /* "%p" of a pointer, as the library prints it. */
@@ -173,7 +175,9 @@ static void *never_alloc(void *context, size_t size, size_t alignment) {
   (void)context, (void)size, (void)alignment;
   return NULL;
 }
-static void never_free(void *context, void *p) { (void)context, (void)p; }
+static void never_free(void *context, void *p) {
+  (void)context, (void)p;
+}
 
 static void test_global_functions(void) {
   REFUSED("get_info(NULL)", convpool_get_info(NULL), CONVPOOL_INVALID_ARGUMENT, "info", NULL);
@@ -200,11 +204,11 @@ static void test_create(void) {
 
 /* CREATE(what, dtype, weights, c_out, c_in, k, pool, options, want, n1, n2):
    also checks that *op_out is set to NULL on failure. */
-#define CREATE(what, dt, w, co, ci, kk, pp, opts, want, n1, n2)                        \
-  do {                                                                               \
-    op = (convpool_op *)(uintptr_t)0x1234;                                           \
+#define CREATE(what, dt, w, co, ci, kk, pp, opts, want, n1, n2)                              \
+  do {                                                                                       \
+    op = (convpool_op *)(uintptr_t)0x1234;                                                   \
     REFUSED(what, convpool_op_create(dt, w, NULL, co, ci, kk, pp, opts, &op), want, n1, n2); \
-    REL_CHECK(op == NULL, "%s: *op_out is not NULL after a failure", what);          \
+    REL_CHECK(op == NULL, "%s: *op_out is not NULL after a failure", what);                  \
   } while (0)
 
   REFUSED("create(op_out NULL)", convpool_op_create(F32, W, NULL, 4, 3, 3, 2, NULL, NULL),
@@ -215,15 +219,16 @@ static void test_create(void) {
          "dtype = 7", NULL);
   CREATE("create(dtype -1)", (convpool_dtype)-1, W, 4, 3, 3, 2, NULL, CONVPOOL_INVALID_ARGUMENT,
          "dtype = -1", NULL);
-  CREATE("create(weights NULL)", F32, NULL, 4, 3, 3, 2, NULL, CONVPOOL_INVALID_ARGUMENT,
-         "weights", NULL);
+  CREATE("create(weights NULL)", F32, NULL, 4, 3, 3, 2, NULL, CONVPOOL_INVALID_ARGUMENT, "weights",
+         NULL);
   CREATE("create(c_out 0)", F32, W, 0, 3, 3, 2, NULL, CONVPOOL_INVALID_ARGUMENT, "c_out = 0", NULL);
   CREATE("create(c_out -3)", F32, W, -3, 3, 3, 2, NULL, CONVPOOL_INVALID_ARGUMENT, "c_out = -3",
          NULL);
   CREATE("create(c_out INT64_MIN)", F32, W, INT64_MIN, 3, 3, 2, NULL, CONVPOOL_INVALID_ARGUMENT,
          "-9223372036854775808", NULL);
   CREATE("create(c_in 0)", F32, W, 4, 0, 3, 2, NULL, CONVPOOL_INVALID_ARGUMENT, "c_in = 0", NULL);
-  CREATE("create(c_in -1)", F32, W, 4, -1, 3, 2, NULL, CONVPOOL_INVALID_ARGUMENT, "c_in = -1", NULL);
+  CREATE("create(c_in -1)", F32, W, 4, -1, 3, 2, NULL, CONVPOOL_INVALID_ARGUMENT, "c_in = -1",
+         NULL);
   CREATE("create(k 0)", F32, W, 4, 3, 0, 2, NULL, CONVPOOL_INVALID_ARGUMENT, "k = 0", NULL);
   CREATE("create(k -2)", F32, W, 4, 3, -2, 2, NULL, CONVPOOL_INVALID_ARGUMENT, "k = -2", NULL);
   CREATE("create(pool 0)", F32, W, 4, 3, 3, 0, NULL, CONVPOOL_INVALID_ARGUMENT, "pool = 0", NULL);
@@ -274,8 +279,8 @@ static void test_create(void) {
   CREATE("create(threads INT_MIN)", F32, W, 4, 3, 3, 2, &o, CONVPOOL_INVALID_ARGUMENT,
          "-2147483648", NULL);
   o.threads = INT_MAX;
-  CREATE("create(threads INT_MAX)", F32, W, 4, 3, 3, 2, &o, CONVPOOL_INVALID_ARGUMENT,
-         "2147483647", NULL);
+  CREATE("create(threads INT_MAX)", F32, W, 4, 3, 3, 2, &o, CONVPOOL_INVALID_ARGUMENT, "2147483647",
+         NULL);
   convpool_options_init(&o);
   o.rows_per_item = -1;
   CREATE("create(rows_per_item -1)", F32, W, 4, 3, 3, 2, &o, CONVPOOL_INVALID_ARGUMENT,
@@ -355,16 +360,19 @@ static void test_bad_shapes(convpool_op *ops[2]) {
     const bad_shape *b = &g_bad_shapes[i];
     convpool_op *op = ops[b->which_op];
     snprintf(what, sizeof what, "run(%s)", b->what);
-    REFUSED(what, convpool_op_run(op, g_x, b->batch, b->height, b->width, g_out.dst, sizeof g_out.dst),
+    REFUSED(what,
+            convpool_op_run(op, g_x, b->batch, b->height, b->width, g_out.dst, sizeof g_out.dst),
             CONVPOOL_INVALID_ARGUMENT, b->n1, b->n2);
     snprintf(what, sizeof what, "output_shape(%s)", b->what);
-    REFUSED(what, convpool_op_output_shape(op, b->batch, b->height, b->width, g_out.shape, &g_out.bytes),
+    REFUSED(what,
+            convpool_op_output_shape(op, b->batch, b->height, b->width, g_out.shape, &g_out.bytes),
             CONVPOOL_INVALID_ARGUMENT, b->n1, b->n2);
     snprintf(what, sizeof what, "plan(%s)", b->what);
     REFUSED(what, convpool_op_plan(op, b->batch, b->height, b->width, &g_out.plan),
             CONVPOOL_INVALID_ARGUMENT, b->n1, b->n2);
     snprintf(what, sizeof what, "describe(%s)", b->what);
-    REFUSED(what, convpool_op_describe(op, b->batch, b->height, b->width, g_out.text, sizeof g_out.text),
+    REFUSED(what,
+            convpool_op_describe(op, b->batch, b->height, b->width, g_out.text, sizeof g_out.text),
             CONVPOOL_INVALID_ARGUMENT, b->n1, b->n2);
   }
 }
@@ -378,8 +386,8 @@ static void test_run(convpool_op *op) {
           CONVPOOL_INVALID_STATE, "op", NULL);
   REFUSED("run(src NULL)", convpool_op_run(op, NULL, 2, 9, 9, g_out.dst, need),
           CONVPOOL_INVALID_ARGUMENT, "src", NULL);
-  REFUSED("run(dst NULL)", convpool_op_run(op, g_x, 2, 9, 9, NULL, need),
-          CONVPOOL_INVALID_ARGUMENT, "dst", NULL);
+  REFUSED("run(dst NULL)", convpool_op_run(op, g_x, 2, 9, 9, NULL, need), CONVPOOL_INVALID_ARGUMENT,
+          "dst", NULL);
   char needed_text[32], small_text[32];
   snprintf(needed_text, sizeof needed_text, "(%zu bytes)", need);
   snprintf(small_text, sizeof small_text, "dst_bytes = %zu", need - 1);
@@ -390,8 +398,8 @@ static void test_run(convpool_op *op) {
   /* The same holds for output_shape, plan and describe pointers. */
   REFUSED("output_shape(shape NULL)", convpool_op_output_shape(op, 2, 9, 9, NULL, &g_out.bytes),
           CONVPOOL_INVALID_ARGUMENT, "shape", NULL);
-  REFUSED("plan(info NULL)", convpool_op_plan(op, 2, 9, 9, NULL), CONVPOOL_INVALID_ARGUMENT,
-          "info", NULL);
+  REFUSED("plan(info NULL)", convpool_op_plan(op, 2, 9, 9, NULL), CONVPOOL_INVALID_ARGUMENT, "info",
+          NULL);
   REFUSED("describe(text NULL)", convpool_op_describe(op, 2, 9, 9, NULL, 100),
           CONVPOOL_INVALID_ARGUMENT, "text", NULL);
   REFUSED("describe(capacity 0)", convpool_op_describe(op, 2, 9, 9, g_out.text, 0),
@@ -433,8 +441,8 @@ static void test_run(convpool_op *op) {
   for (int i = 0; i < 2; i++) {
     g_checked++;
     convpool_status st = convpool_op_run(op, src, 2, 9, 9, adjacent[i], need);
-    REL_CHECK(st == CONVPOOL_SUCCESS, "run(dst adjacent to src, %s): %s",
-              i ? "before" : "after", convpool_last_error());
+    REL_CHECK(st == CONVPOOL_SUCCESS, "run(dst adjacent to src, %s): %s", i ? "before" : "after",
+              convpool_last_error());
     if (st == CONVPOOL_SUCCESS) {
       char why[400];
       REL_CHECK(rel_check_output(&g_case, g_x, g_w, g_bias, adjacent[i], why, sizeof why) == 1,
@@ -534,20 +542,21 @@ static void test_not_live(void) {
           CONVPOOL_INVALID_STATE, "op", NULL);
   REFUSED("plan(op NULL)", convpool_op_plan(NULL, 2, 9, 9, &g_out.plan), CONVPOOL_INVALID_STATE,
           "op", NULL);
-  REFUSED("plan(never created)", convpool_op_plan(op, 2, 9, 9, &g_out.plan),
-          CONVPOOL_INVALID_STATE, "op", NULL);
+  REFUSED("plan(never created)", convpool_op_plan(op, 2, 9, 9, &g_out.plan), CONVPOOL_INVALID_STATE,
+          "op", NULL);
   REFUSED("describe(op NULL)", convpool_op_describe(NULL, 2, 9, 9, g_out.text, sizeof g_out.text),
           CONVPOOL_INVALID_STATE, "op", NULL);
   REFUSED("describe(never created)",
-          convpool_op_describe(op, 2, 9, 9, g_out.text, sizeof g_out.text),
-          CONVPOOL_INVALID_STATE, "op", NULL);
+          convpool_op_describe(op, 2, 9, 9, g_out.text, sizeof g_out.text), CONVPOOL_INVALID_STATE,
+          "op", NULL);
   convpool_run_stats stats;
   memset(&stats, PATTERN, sizeof stats);
   REFUSED("last_run_stats(op NULL)", convpool_op_last_run_stats(NULL, &stats),
           CONVPOOL_INVALID_STATE, "op", NULL);
   REFUSED("last_run_stats(never created)", convpool_op_last_run_stats(op, &stats),
           CONVPOOL_INVALID_STATE, "op", NULL);
-  REL_CHECK(rel_all_bytes(&stats, sizeof stats, PATTERN), "last_run_stats: a refused call wrote stats");
+  REL_CHECK(rel_all_bytes(&stats, sizeof stats, PATTERN),
+            "last_run_stats: a refused call wrote stats");
   REFUSED("destroy(never created)", convpool_op_destroy(op), CONVPOOL_INVALID_STATE,
           ptr_text(op, p, sizeof p), NULL);
   REL_CHECK(rel_all_bytes(&fake, sizeof fake, 0), "a call wrote into a non-operator");
@@ -570,19 +579,20 @@ static void test_one_shot(void) {
   o.allocator = &a;
 
 /* ONESHOT(what, want, n1, n2, args...): with the counting allocator; no block may remain. */
-#define ONESHOT(what, want, n1, n2, ...)                                                     \
-  do {                                                                                       \
-    REFUSED(what, convpool_conv2d_maxpool(__VA_ARGS__), want, n1, n2);                       \
-    REL_CHECK(counting.live == 0 && counting.bad_free == 0,                                  \
-              "%s: %ld blocks outstanding, %ld bad frees", what, counting.live, counting.bad_free); \
+#define ONESHOT(what, want, n1, n2, ...)                                        \
+  do {                                                                          \
+    REFUSED(what, convpool_conv2d_maxpool(__VA_ARGS__), want, n1, n2);          \
+    REL_CHECK(counting.live == 0 && counting.bad_free == 0,                     \
+              "%s: %ld blocks outstanding, %ld bad frees", what, counting.live, \
+              counting.bad_free);                                               \
   } while (0)
 
   ONESHOT("one-shot(dtype -2)", CONVPOOL_INVALID_ARGUMENT, "dtype = -2", NULL, (convpool_dtype)-2,
           g_x, 2, 3, 9, 9, g_w, 4, 3, g_bias, 2, g_out.dst, need, &o);
-  ONESHOT("one-shot(dtype 5)", CONVPOOL_INVALID_ARGUMENT, "dtype = 5", NULL, (convpool_dtype)5,
-          g_x, 2, 3, 9, 9, g_w, 4, 3, g_bias, 2, g_out.dst, need, &o);
-  ONESHOT("one-shot(src NULL)", CONVPOOL_INVALID_ARGUMENT, "src", NULL, F32, NULL, 2, 3, 9, 9,
-          g_w, 4, 3, g_bias, 2, g_out.dst, need, &o);
+  ONESHOT("one-shot(dtype 5)", CONVPOOL_INVALID_ARGUMENT, "dtype = 5", NULL, (convpool_dtype)5, g_x,
+          2, 3, 9, 9, g_w, 4, 3, g_bias, 2, g_out.dst, need, &o);
+  ONESHOT("one-shot(src NULL)", CONVPOOL_INVALID_ARGUMENT, "src", NULL, F32, NULL, 2, 3, 9, 9, g_w,
+          4, 3, g_bias, 2, g_out.dst, need, &o);
   ONESHOT("one-shot(weights NULL)", CONVPOOL_INVALID_ARGUMENT, "weights", NULL, F32, g_x, 2, 3, 9,
           9, NULL, 4, 3, g_bias, 2, g_out.dst, need, &o);
   ONESHOT("one-shot(dst NULL)", CONVPOOL_INVALID_ARGUMENT, "dst", NULL, F32, g_x, 2, 3, 9, 9, g_w,
@@ -603,11 +613,10 @@ static void test_one_shot(void) {
           g_w, 4, 3, g_bias, 0, g_out.dst, need, &o);
   char small_text[32];
   snprintf(small_text, sizeof small_text, "dst_bytes = %zu", need - 4);
-  ONESHOT("one-shot(dst_bytes too small)", CONVPOOL_INVALID_ARGUMENT, small_text, NULL, F32, g_x,
-          2, 3, 9, 9, g_w, 4, 3, g_bias, 2, g_out.dst, need - 4, &o);
-  ONESHOT("one-shot(c_out 2^30 x c_in 2^40)", CONVPOOL_INVALID_ARGUMENT, "1099511627776", NULL,
-          F32, g_x, 1, (int64_t)1 << 40, 9, 9, g_w, (int64_t)1 << 30, 1, NULL, 1, g_out.dst, need,
-          &o);
+  ONESHOT("one-shot(dst_bytes too small)", CONVPOOL_INVALID_ARGUMENT, small_text, NULL, F32, g_x, 2,
+          3, 9, 9, g_w, 4, 3, g_bias, 2, g_out.dst, need - 4, &o);
+  ONESHOT("one-shot(c_out 2^30 x c_in 2^40)", CONVPOOL_INVALID_ARGUMENT, "1099511627776", NULL, F32,
+          g_x, 1, (int64_t)1 << 40, 9, 9, g_w, (int64_t)1 << 30, 1, NULL, 1, g_out.dst, need, &o);
   ONESHOT("one-shot(height*width overflows)", CONVPOOL_INVALID_ARGUMENT, "4294967296", NULL, F32,
           g_x, 1, 3, (int64_t)1 << 32, (int64_t)1 << 32, g_w, 4, 3, g_bias, 2, g_out.dst, need, &o);
 
@@ -635,7 +644,8 @@ static void test_one_shot(void) {
     const void *data;
     size_t bytes;
     int which; /* 0 src, 1 weights, 2 bias */
-  } inputs[] = {{"src", g_x, sizeof g_x, 0}, {"weights", g_w, sizeof g_w, 1},
+  } inputs[] = {{"src", g_x, sizeof g_x, 0},
+                {"weights", g_w, sizeof g_w, 1},
                 {"bias", g_bias, sizeof g_bias, 2}};
   for (int i = 0; i < 3; i++) {
     const size_t total = need + inputs[i].bytes + need;
@@ -666,8 +676,8 @@ static void test_one_shot(void) {
     /* Adjacent, not overlapping: accepted, correct. */
     unsigned char *next[2] = {in + inputs[i].bytes, in - need};
     for (int d = 0; d < 2; d++) {
-      convpool_status st = convpool_conv2d_maxpool(F32, x, 2, 3, 9, 9, w, 4, 3, b, 2, next[d],
-                                                   need, &o);
+      convpool_status st =
+          convpool_conv2d_maxpool(F32, x, 2, 3, 9, 9, w, 4, 3, b, 2, next[d], need, &o);
       g_checked++;
       REL_CHECK(st == CONVPOOL_SUCCESS, "one-shot(dst adjacent to %s): %s", inputs[i].name,
                 convpool_last_error());
@@ -765,20 +775,21 @@ static void test_layer_refusals(void) {
   convpool_layer l;
   char what[160];
   /* LAYER(what, field = value, status, needle): one bad field on the defaults */
-#define LAYER(text, change, want, needle)                                          \
-  do {                                                                             \
-    convpool_layer_init(&l, CONVPOOL_FLOAT32, 4, 3, 3, 2);                         \
-    change;                                                                        \
-    snprintf(what, sizeof what, "create_layer(%s)", text);                         \
-    REFUSED(what, convpool_op_create_layer(&l, g_w, g_bias, NULL, &op), want, needle, NULL); \
-    REL_CHECK(op == NULL, "%s: op_out is not NULL", what);                         \
-    snprintf(what, sizeof what, "layer_run(%s)", text);                            \
-    REFUSED(what, convpool_layer_run(&l, g_x, 2, 9, 9, g_w, g_bias, g_out.dst, need, NULL), \
-            want, needle, NULL);                                                   \
+#define LAYER(text, change, want, needle)                                                         \
+  do {                                                                                            \
+    convpool_layer_init(&l, CONVPOOL_FLOAT32, 4, 3, 3, 2);                                        \
+    change;                                                                                       \
+    snprintf(what, sizeof what, "create_layer(%s)", text);                                        \
+    REFUSED(what, convpool_op_create_layer(&l, g_w, g_bias, NULL, &op), want, needle, NULL);      \
+    REL_CHECK(op == NULL, "%s: op_out is not NULL", what);                                        \
+    snprintf(what, sizeof what, "layer_run(%s)", text);                                           \
+    REFUSED(what, convpool_layer_run(&l, g_x, 2, 9, 9, g_w, g_bias, g_out.dst, need, NULL), want, \
+            needle, NULL);                                                                        \
   } while (0)
   const convpool_status BAD = CONVPOOL_INVALID_ARGUMENT, NO = CONVPOOL_UNSUPPORTED;
   LAYER("padding top -1", l.padding[0] = -1, BAD, "padding top = -1");
-  LAYER("padding right 2^40", l.padding[3] = (int64_t)1 << 40, BAD, "padding right = 1099511627776");
+  LAYER("padding right 2^40", l.padding[3] = (int64_t)1 << 40, BAD,
+        "padding right = 1099511627776");
   LAYER("pool_padding left 2 > P/2", l.pool_padding[1] = 2, BAD, "pool_padding left = 2");
   LAYER("pool_padding bottom -1", l.pool_padding[2] = -1, BAD, "pool_padding bottom = -1");
   LAYER("pool_stride -3", l.pool_stride = -3, BAD, "pool_stride = -3");
@@ -825,18 +836,24 @@ static void test_layer_refusals(void) {
     const unsigned char *b1 = (const unsigned char *)dts[d].b + 1;
     unsigned char *y1 = (unsigned char *)f_y + 1;
     snprintf(what, sizeof what, "one-shot(%s src + 1 byte)", name);
-    REFUSED(what, convpool_conv2d_maxpool(dt, x1, 2, 3, 9, 9, dts[d].w, 4, 3, dts[d].b, 2, g_out.dst, need, NULL),
+    REFUSED(what,
+            convpool_conv2d_maxpool(dt, x1, 2, 3, 9, 9, dts[d].w, 4, 3, dts[d].b, 2, g_out.dst,
+                                    need, NULL),
             BAD, "src", "not aligned");
     snprintf(what, sizeof what, "one-shot(%s weights + 1 byte)", name);
-    REFUSED(what, convpool_conv2d_maxpool(dt, dts[d].x, 2, 3, 9, 9, w1, 4, 3, dts[d].b, 2, g_out.dst, need, NULL),
+    REFUSED(what,
+            convpool_conv2d_maxpool(dt, dts[d].x, 2, 3, 9, 9, w1, 4, 3, dts[d].b, 2, g_out.dst,
+                                    need, NULL),
             BAD, "weights", "not aligned");
     snprintf(what, sizeof what, "one-shot(%s bias + 1 byte)", name);
-    REFUSED(what, convpool_conv2d_maxpool(dt, dts[d].x, 2, 3, 9, 9, dts[d].w, 4, 3, b1, 2, g_out.dst, need, NULL),
+    REFUSED(what,
+            convpool_conv2d_maxpool(dt, dts[d].x, 2, 3, 9, 9, dts[d].w, 4, 3, b1, 2, g_out.dst,
+                                    need, NULL),
             BAD, "bias", "not aligned");
     snprintf(what, sizeof what, "one-shot(%s dst + 1 byte)", name);
     arm_outputs();
-    convpool_status st = convpool_conv2d_maxpool(dt, dts[d].x, 2, 3, 9, 9, dts[d].w, 4, 3,
-                                                 dts[d].b, 2, y1, need, NULL);
+    convpool_status st = convpool_conv2d_maxpool(dt, dts[d].x, 2, 3, 9, 9, dts[d].w, 4, 3, dts[d].b,
+                                                 2, y1, need, NULL);
     expect_refused(__FILE__, __LINE__, what, st, BAD, "dst", "not aligned");
   }
 
@@ -849,8 +866,8 @@ static void test_layer_refusals(void) {
                                     big, sizeof big, NULL));
   memcpy(big + YN - 1, g_w, sizeof g_w);
   REFUSED("one-shot(weights overlap the output's last element)",
-          convpool_conv2d_maxpool(CONVPOOL_FLOAT32, g_x, 2, 3, 9, 9, big + YN - 1, 4, 3, g_bias,
-                                  2, big, sizeof big, NULL),
+          convpool_conv2d_maxpool(CONVPOOL_FLOAT32, g_x, 2, 3, 9, 9, big + YN - 1, 4, 3, g_bias, 2,
+                                  big, sizeof big, NULL),
           BAD, "overlaps weights", NULL);
 }
 

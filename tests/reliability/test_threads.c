@@ -116,8 +116,8 @@ static void *shared_runner(void *raw) {
   while (!atomic_load(a->go)) sched_yield();
   for (int r = 0; r < g_rounds; r++) {
     memset(y, PATTERN, g_y_bytes);
-    convpool_status st = convpool_op_run(a->op, g_x, g_case.batch, g_case.height, g_case.width, y,
-                                         g_y_bytes);
+    convpool_status st =
+        convpool_op_run(a->op, g_x, g_case.batch, g_case.height, g_case.width, y, g_y_bytes);
     if (st == CONVPOOL_SUCCESS) {
       a->ok++;
       if (memcmp(y, g_expected, g_y_bytes) != 0) note_wrong(a, "a successful run differs");
@@ -152,8 +152,8 @@ static void *shared_querier(void *raw) {
     convpool_status s1 =
         convpool_op_output_shape(a->op, g_case.batch, g_case.height, g_case.width, shape, &bytes);
     convpool_status s2 = convpool_op_plan(a->op, g_case.batch, g_case.height, g_case.width, &info);
-    convpool_status s3 = convpool_op_describe(a->op, g_case.batch, g_case.height, g_case.width,
-                                              text, sizeof text);
+    convpool_status s3 =
+        convpool_op_describe(a->op, g_case.batch, g_case.height, g_case.width, text, sizeof text);
     if (s1 != CONVPOOL_SUCCESS || s2 != CONVPOOL_SUCCESS || s3 != CONVPOOL_SUCCESS)
       note_wrong(a, "a query failed");
     else if (bytes != g_y_bytes || shape[2] != rel_ph(&g_case) || shape[3] != rel_pw(&g_case) ||
@@ -189,8 +189,10 @@ static void test_shared_op(void) {
   for (int i = 0; i < RUNNERS + QUERIERS; i++) {
     REL_CHECK(args[i].wrong == 0, "shared op, thread %d: %ld wrong results, first: %s", i,
               args[i].wrong, args[i].first_wrong);
-    if (i < RUNNERS) ok += args[i].ok, refused += args[i].refused;
-    else queries += args[i].ok;
+    if (i < RUNNERS)
+      ok += args[i].ok, refused += args[i].refused;
+    else
+      queries += args[i].ok;
   }
   REL_CHECK(ok > 0, "shared op: no run succeeded");
   REL_CHECK(ok + refused == (long)RUNNERS * g_rounds, "shared op: %ld + %ld calls accounted for",
@@ -271,9 +273,10 @@ static void test_own_ops(void) {
               args[i].threads, args[i].wrong, args[i].first_wrong);
     runs += args[i].runs;
   }
-  printf("one operator per thread, %d threads, every algorithm: %ld runs, all byte-identical to "
-         "the single-threaded result\n",
-         THREADS, runs);
+  printf(
+      "one operator per thread, %d threads, every algorithm: %ld runs, all byte-identical to "
+      "the single-threaded result\n",
+      THREADS, runs);
 }
 
 /* ---- 3. per-thread error messages ---- */
@@ -317,8 +320,8 @@ static void test_error_messages(void) {
   for (int i = 0; i < THREADS; i++)
     REL_CHECK(args[i].wrong == 0, "error messages, thread %d: %ld wrong, first: %s", i,
               args[i].wrong, args[i].first_wrong);
-  printf("per-thread error messages: %d threads x %d failures, each named its own value\n",
-         THREADS, 50 * g_rounds);
+  printf("per-thread error messages: %d threads x %d failures, each named its own value\n", THREADS,
+         50 * g_rounds);
 }
 
 /* ---- 4. create/destroy churn and one-shot calls ---- */
@@ -380,7 +383,8 @@ static void test_churn(void) {
   atomic_int go;
   atomic_init(&go, 0);
   memset(args, 0, sizeof args);
-  for (int i = 0; i < THREADS; i++) args[i].index = i, args[i].go = &go, args[i].counting = &counting;
+  for (int i = 0; i < THREADS; i++)
+    args[i].index = i, args[i].go = &go, args[i].counting = &counting;
   start_all(t, THREADS, churn_runner, args, sizeof args[0]);
   atomic_store(&go, 1);
   join_all(t, THREADS);
@@ -393,9 +397,10 @@ static void test_churn(void) {
   REL_CHECK(rel_alloc_live(&counting) == 0 && counting.bad_free == 0,
             "churn: %ld blocks outstanding, %ld bad frees", rel_alloc_live(&counting),
             counting.bad_free);
-  printf("create/run/destroy and one-shot churn: %ld calls on %d threads, shared allocator "
-         "balanced (peak %ld live blocks)\n",
-         calls, THREADS, counting.peak_live);
+  printf(
+      "create/run/destroy and one-shot churn: %ld calls on %d threads, shared allocator "
+      "balanced (peak %ld live blocks)\n",
+      calls, THREADS, counting.peak_live);
 }
 
 /* ---- destroy racing a run ---- */
@@ -440,8 +445,8 @@ static void *race_alloc(void *context, size_t size, size_t alignment) {
 
 static void *race_runner(void *raw) {
   race_arg *a = raw;
-  a->run_status = convpool_op_run(a->op, g_x, g_case.batch, g_case.height, g_case.width, a->dst,
-                                  g_y_bytes);
+  a->run_status =
+      convpool_op_run(a->op, g_x, g_case.batch, g_case.height, g_case.width, a->dst, g_y_bytes);
   return NULL;
 }
 
@@ -503,9 +508,10 @@ static void test_destroy_race(void) {
   free(dst);
   REL_CHECK(refused > 0, "destroy race: no destroy was ever refused during a run (%d rounds)",
             rounds);
-  printf("destroy racing a run: %d rounds, %ld destroys refused while a run held the operator, "
-         "every run correct, blocks unmapped on free\n",
-         rounds, refused);
+  printf(
+      "destroy racing a run: %d rounds, %ld destroys refused while a run held the operator, "
+      "every run correct, blocks unmapped on free\n",
+      rounds, refused);
 }
 
 int main(int argc, char **argv) {

@@ -27,10 +27,12 @@ void cp_reference_shape(const convpool_layer *l, int64_t height, int64_t width, 
   const int64_t s = l->pool_stride ? l->pool_stride : l->pool;
   const int64_t oh = height + l->padding[0] + l->padding[2] - l->k + 1;
   const int64_t ow = width + l->padding[1] + l->padding[3] - l->k + 1;
-  *ph = oh < 1 ? 0
-               : cp_ref_pooled(oh, l->pool, s, l->pool_padding[0], l->pool_padding[2], l->ceil_mode);
-  *pw = ow < 1 ? 0
-               : cp_ref_pooled(ow, l->pool, s, l->pool_padding[1], l->pool_padding[3], l->ceil_mode);
+  *ph = oh < 1
+            ? 0
+            : cp_ref_pooled(oh, l->pool, s, l->pool_padding[0], l->pool_padding[2], l->ceil_mode);
+  *pw = ow < 1
+            ? 0
+            : cp_ref_pooled(ow, l->pool, s, l->pool_padding[1], l->pool_padding[3], l->ceil_mode);
 }
 
 void cp_reference_layer(const convpool_layer *l, const void *src, int64_t batch, int64_t height,
@@ -61,9 +63,10 @@ void cp_reference_layer(const convpool_layer *l, const void *src, int64_t batch,
                     const int64_t iy = r + i - l->padding[0], ix = c + j - l->padding[1];
                     /* zero padding is multiplied like any input (0 * inf is NaN, as torch) */
                     const int pad = iy < 0 || iy >= height || ix < 0 || ix >= width;
-                    double xv = pad ? 0.0
-                                    : cp_ref_load(dtype, src,
-                                                  (size_t)(((b * c_in + ci) * height + iy) * width + ix));
+                    double xv =
+                        pad ? 0.0
+                            : cp_ref_load(dtype, src,
+                                          (size_t)(((b * c_in + ci) * height + iy) * width + ix));
                     double wv =
                         cp_ref_load(dtype, weights, (size_t)(((co * c_in + ci) * k + i) * k + j));
                     sum += xv * wv;

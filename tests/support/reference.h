@@ -13,9 +13,9 @@
  * act(conv with zero padding + bias), NaN if any value of the window is NaN.
  * bound (if not NULL) receives the max over the window of sum |x*w| + |bias|.
  */
-void cp_reference_layer(const convpool_layer *layer, const void *src, int64_t batch,
-                        int64_t height, int64_t width, const void *weights, const void *bias,
-                        double *out, double *bound);
+void cp_reference_layer(const convpool_layer *layer, const void *src, int64_t batch, int64_t height,
+                        int64_t width, const void *weights, const void *bias, double *out,
+                        double *bound);
 
 /* The pooled output size of the layer for an input of height x width. */
 void cp_reference_shape(const convpool_layer *layer, int64_t height, int64_t width, int64_t *ph,

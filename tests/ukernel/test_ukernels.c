@@ -82,11 +82,17 @@ static float u2f(uint32_t u) {
   return f;
 }
 /* A bf16 value widened to fp32 (exact). */
-static float bf16_raw(uint16_t h) { return u2f((uint32_t)h << 16); }
+static float bf16_raw(uint16_t h) {
+  return u2f((uint32_t)h << 16);
+}
 /* The same with a subnormal input read as zero (vdpbf16ps's DAZ). */
-static float bf16_daz(uint16_t h) { return bf16_raw((h & 0x7f80u) == 0 ? (uint16_t)(h & 0x8000u) : h); }
+static float bf16_daz(uint16_t h) {
+  return bf16_raw((h & 0x7f80u) == 0 ? (uint16_t)(h & 0x8000u) : h);
+}
 /* vdpbf16ps's FTZ: a subnormal result becomes a zero of the same sign. */
-static float ftz(float v) { return fabsf(v) < FLT_MIN ? copysignf(0.0f, v) : v; }
+static float ftz(float v) {
+  return fabsf(v) < FLT_MIN ? copysignf(0.0f, v) : v;
+}
 
 /* ---- fault reporting ---- */
 
@@ -96,7 +102,8 @@ static volatile sig_atomic_t g_quiet;
 
 static void on_fault(int sig) {
   if (!g_quiet) {
-    static const char head[] = "FAIL: memory fault (a read or write outside the documented range?) in ";
+    static const char head[] =
+        "FAIL: memory fault (a read or write outside the documented range?) in ";
     ssize_t r = write(2, head, sizeof head - 1);
     r = write(2, g_context, strlen(g_context));
     r = write(2, "\n", 1);
@@ -139,23 +146,29 @@ static void guarded_map(guarded *g, size_t bytes) {
   }
 }
 
-static void guarded_unmap(guarded *g) { munmap(g->base, g->len); }
+static void guarded_unmap(guarded *g) {
+  munmap(g->base, g->len);
+}
 
 /* ---- test cases ---- */
 
 typedef enum fill_kind {
-  FILL_RANDOM,    /* values in (-1, 1), a quarter of them scaled by 2^-20 .. 2^20 */
-  FILL_SPECIAL,   /* random, plus NaN (x[0] among them), +-Inf and -0 in x and w */
-  FILL_NEG_ZERO,  /* every x is -0: every product is a zero, the sum must be +0 */
-  FILL_SUBNORMAL  /* every x is subnormal (bf16: w near 2^100, so only DAZ gives 0) */
+  FILL_RANDOM,   /* values in (-1, 1), a quarter of them scaled by 2^-20 .. 2^20 */
+  FILL_SPECIAL,  /* random, plus NaN (x[0] among them), +-Inf and -0 in x and w */
+  FILL_NEG_ZERO, /* every x is -0: every product is a zero, the sum must be +0 */
+  FILL_SUBNORMAL /* every x is subnormal (bf16: w near 2^100, so only DAZ gives 0) */
 } fill_kind;
 
 static const char *fill_name(fill_kind f) {
   switch (f) {
-    case FILL_RANDOM: return "random";
-    case FILL_SPECIAL: return "nan-inf-negzero";
-    case FILL_NEG_ZERO: return "x=-0";
-    case FILL_SUBNORMAL: return "subnormal-x";
+    case FILL_RANDOM:
+      return "random";
+    case FILL_SPECIAL:
+      return "nan-inf-negzero";
+    case FILL_NEG_ZERO:
+      return "x=-0";
+    case FILL_SUBNORMAL:
+      return "subnormal-x";
   }
   return "?";
 }
@@ -222,7 +235,9 @@ static float rand_f32(tu_rng *r) {
   if ((tu_next(r) & 3) == 0) v = ldexpf(v, (int)(tu_next(r) % 41) - 20);
   return v;
 }
-static uint16_t rand_bf16(tu_rng *r) { return (uint16_t)(f2u(2.0f * tu_uniform(r) - 1.0f) >> 16); }
+static uint16_t rand_bf16(tu_rng *r) {
+  return (uint16_t)(f2u(2.0f * tu_uniform(r) - 1.0f) >> 16);
+}
 
 static uint32_t rand_elem(int pair, tu_rng *r) {
   if (!pair) return f2u(rand_f32(r));
@@ -247,7 +262,8 @@ static void fill_case(const tcase *t, int pair, uint32_t *x, const unsigned char
     x[i] = used[i] ? rand_elem(pair, &r) : (pair ? POISON_PAIR : POISON_F32);
   for (size_t i = 0; i < n_w; i++) w[i] = rand_elem(pair, &r);
   switch (t->fill) {
-    case FILL_RANDOM: break;
+    case FILL_RANDOM:
+      break;
     case FILL_SPECIAL: { /* a few specials at random places: most outputs stay finite */
       static const float xs[] = {NAN, INFINITY, -INFINITY, -0.0f, -0.0f, -0.0f};
       static const float ws[] = {NAN, INFINITY, -0.0f, -0.0f};
@@ -354,9 +370,9 @@ static void oracle_element(const tcase *t, int pair, int mr, const uint32_t *x, 
 
 typedef struct stats {
   long cases, calls, failures, reports;
-  long model_match, model_total; /* bf16: elements equal to the SDM model */
+  long model_match, model_total;     /* bf16: elements equal to the SDM model */
   long scalar_unfused, scalar_fused; /* scalar: tiles matching each loop */
-  double worst; /* bf16: largest |kernel - exact| / bound */
+  double worst;                      /* bf16: largest |kernel - exact| / bound */
   int quiet;
 } stats;
 
@@ -455,7 +471,8 @@ static void run_case(const cp_sr_ukernel *u, const tcase *t, stats *st) {
   guarded_map(&gx, n_x * sizeof *x);
   guarded_map(&gw, n_w * sizeof *w);
   for (int placement = 0; placement < 2; placement++) {
-    const char *place = placement == 0 ? "x and w end at a guard page" : "x and w start after a guard page";
+    const char *place =
+        placement == 0 ? "x and w end at a guard page" : "x and w start after a guard page";
     uint32_t *xp = placement == 0 ? (uint32_t *)(void *)gx.hi - n_x : (uint32_t *)(void *)gx.lo;
     uint32_t *wp = placement == 0 ? (uint32_t *)(void *)gw.hi - n_w : (uint32_t *)(void *)gw.lo;
     memcpy(xp, x, n_x * sizeof *x);
@@ -471,8 +488,8 @@ static void run_case(const cp_sr_ukernel *u, const tcase *t, stats *st) {
     check_values(u, t, where, tile, &e, st);
     /* Every element outside the MR x NR tile must still hold the sentinel. */
     for (size_t i = 0; i < buf_n; i++) {
-      const int inside = i >= tile_at && (i - tile_at) / ld < (size_t)mr &&
-                         (i - tile_at) % ld < (size_t)nr;
+      const int inside =
+          i >= tile_at && (i - tile_at) / ld < (size_t)mr && (i - tile_at) % ld < (size_t)nr;
       if (!inside && buf[i] != SENTINEL) {
         /* Row and column relative to the tile's first element (floor division). */
         const long off = (long)i - (long)tile_at, lld = (long)ld;
@@ -511,8 +528,10 @@ static const cp_sr_ukernel *find_kernel(const char *name) {
 static int test_kernel(const char *name) {
   const cp_sr_ukernel *u = find_kernel(name);
   if (u == NULL) {
-    printf("FAIL %s: no kernel of that name in cp_sr_ukernel_list() (the name CMake built from "
-           "sr-ukernels.inc does not match ukernel.c's)\n", name);
+    printf(
+        "FAIL %s: no kernel of that name in cp_sr_ukernel_list() (the name CMake built from "
+        "sr-ukernels.inc does not match ukernel.c's)\n",
+        name);
     return 1;
   }
   const cp_cpu *cpu = cp_cpu_get();
@@ -529,18 +548,20 @@ static int test_kernel(const char *name) {
            name, st.failures, st.calls, cp_isa_name(u->isa), cp_isa_name(cpu->detected));
     return 1;
   }
-  printf("PASS %s: %ld cases, %ld calls; ran the %s kernel (MR %d, NR %d) on a CPU that supports "
-         "up to %s; ", name, st.cases, st.calls, cp_isa_name(u->isa), u->mr, u->nr,
-         cp_isa_name(cpu->detected));
+  printf(
+      "PASS %s: %ld cases, %ld calls; ran the %s kernel (MR %d, NR %d) on a CPU that supports "
+      "up to %s; ",
+      name, st.cases, st.calls, cp_isa_name(u->isa), u->mr, u->nr, cp_isa_name(cpu->detected));
   if (mode == MODE_FMA)
     printf("every tile bit-identical to fmaf() in (c, i, j) order\n");
   else if (mode == MODE_SCALAR)
     printf("%ld tiles bit-identical to a product-then-sum loop, %ld to fmaf() in (c, i, j) order\n",
            st.scalar_unfused, st.scalar_fused);
   else
-    printf("every element within the rounding bound of the exact sum (largest error %.3g of its "
-           "bound); %ld of %ld elements bit-identical to the SDM two-FMA model\n",
-           st.worst, st.model_match, st.model_total);
+    printf(
+        "every element within the rounding bound of the exact sum (largest error %.3g of its "
+        "bound); %ld of %ld elements bit-identical to the SDM two-FMA model\n",
+        st.worst, st.model_match, st.model_total);
   return 0;
 }
 
@@ -554,14 +575,14 @@ static int test_dispatch(int argc, char **argv) {
   size_t count;
   const cp_sr_ukernel *list = cp_sr_ukernel_list(&count);
   int bad = 0;
-#define CHECK(cond, ...)            \
-  do {                              \
-    if (!(cond)) {                  \
-      printf("FAIL dispatch: ");    \
-      printf(__VA_ARGS__);          \
-      printf("\n");                 \
-      bad++;                        \
-    }                               \
+#define CHECK(cond, ...)         \
+  do {                           \
+    if (!(cond)) {               \
+      printf("FAIL dispatch: "); \
+      printf(__VA_ARGS__);       \
+      printf("\n");              \
+      bad++;                     \
+    }                            \
   } while (0)
 
   /* The list is the .inc, line for line (CMake parsed the same file). */
@@ -575,8 +596,10 @@ static int test_dispatch(int argc, char **argv) {
     if (i < (size_t)argc)
       CHECK(strcmp(u->name, argv[i]) == 0, "kernel %zu is %s, the .inc line gives %s", i, u->name,
             argv[i]);
-    CHECK(strcmp(u->name, want) == 0, "kernel %s: its fields say %s (the isa tag must be "
-          "cp_isa_name of its ISA)", u->name, want);
+    CHECK(strcmp(u->name, want) == 0,
+          "kernel %s: its fields say %s (the isa tag must be "
+          "cp_isa_name of its ISA)",
+          u->name, want);
     CHECK(u->mr >= 1 && u->nr >= 1 && u->nr <= CP_MAX_NR, "kernel %s: MR %d / NR %d out of range",
           u->name, u->mr, u->nr);
     CHECK(u->cpack == (u->dtype == CONVPOOL_BFLOAT16 ? 2 : 1), "kernel %s: cpack %d", u->name,
@@ -713,7 +736,8 @@ static int self_test(void) {
     int pair, isa, flaw, expect;
   } controls[] = {
       {"f32 fmaf() model, checked as a vector kernel", 0, CP_ISA_AVX2, FLAW_NONE, PASSES},
-      {"f32 product-then-sum model, checked as a vector kernel", 0, CP_ISA_AVX2, FLAW_MULADD, FAILS},
+      {"f32 product-then-sum model, checked as a vector kernel", 0, CP_ISA_AVX2, FLAW_MULADD,
+       FAILS},
       {"f32 product-then-sum model, checked as the scalar kernel", 0, CP_ISA_SCALAR, FLAW_MULADD,
        PASSES},
       {"f32 fmaf() model, checked as the scalar kernel", 0, CP_ISA_SCALAR, FLAW_NONE, PASSES},
@@ -734,7 +758,10 @@ static int self_test(void) {
     const struct control *c = &controls[i];
     const cp_sr_ukernel model = {c->pair ? "model-bf16-sr-4x16" : "model-f32-sr-4x16",
                                  c->pair ? CONVPOOL_BFLOAT16 : CONVPOOL_FLOAT32,
-                                 (cp_isa)c->isa, MODEL_MR, MODEL_NR, c->pair ? 2 : 1,
+                                 (cp_isa)c->isa,
+                                 MODEL_MR,
+                                 MODEL_NR,
+                                 c->pair ? 2 : 1,
                                  c->pair ? model_bf16 : model_f32};
     fflush(stdout);
     const pid_t pid = fork();
@@ -749,8 +776,9 @@ static int self_test(void) {
       st.quiet = 1;
       const long failures = run_kernel(&model, &st);
       if (c->pair && !failures) /* how close a legal rounding comes to the bound */
-        printf("     %s: largest error %.3g of its bound; %ld of %ld elements equal the SDM model\n",
-               c->what, st.worst, st.model_match, st.model_total);
+        printf(
+            "     %s: largest error %.3g of its bound; %ld of %ld elements equal the SDM model\n",
+            c->what, st.worst, st.model_match, st.model_total);
       _exit(failures ? FAILS : PASSES);
     }
     int status = 0;
