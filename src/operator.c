@@ -12,9 +12,9 @@
 #include "algo/algo.h"
 #include "driver.h"
 #include "pack.h"
+#include "validate.h"
 
 #define CP_OP_MAGIC 0x43504f50u /* "CPOP" */
-#define CP_MAX_THREADS 1024
 
 /* The operator's state: one atomic transition claims it for a run, a read of
    the statistics, or its destruction, so exactly one of them wins. */
@@ -44,27 +44,6 @@ struct convpool_op {
 
 /* ---- validation ---- */
 
-/* A tensor pointer must be aligned to its element (the packers read it as
-   float or uint16_t). */
-static convpool_status cp_check_aligned(const char *name, const void *p, convpool_dtype dtype) {
-  const size_t es = convpool_dtype_size(dtype);
-  if (p != NULL && (uintptr_t)p % es != 0)
-    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "%s %p is not aligned to its %zu-byte elements", name,
-                   p, es);
-  return CONVPOOL_SUCCESS;
-}
-
-/* The bytes [a, a + a_bytes) and [b, b + b_bytes) must not overlap; the
-   sizes are the bytes actually read and written. */
-static convpool_status cp_check_disjoint(const char *a_name, const void *a, size_t a_bytes,
-                                         const char *b_name, const void *b, size_t b_bytes) {
-  const uintptr_t a0 = (uintptr_t)a, b0 = (uintptr_t)b;
-  if (a_bytes > 0 && b_bytes > 0 && a0 < b0 + b_bytes && b0 < a0 + a_bytes)
-    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "%s %p (%zu bytes) overlaps %s %p (%zu bytes)",
-                   a_name, a, a_bytes, b_name, b, b_bytes);
-  return CONVPOOL_SUCCESS;
-}
-
 static int cp_op_valid(const convpool_op *op) {
   return op != NULL && op->magic == CP_OP_MAGIC;
 }
@@ -86,34 +65,6 @@ static convpool_status cp_op_plan(const convpool_op *op, int64_t batch, int64_t 
 }
 
 /* ---- lifecycle ---- */
-
-static convpool_status cp_check_options(const convpool_options *o);
-
-/* The caller's options (or the defaults), read up to the caller's size. */
-static convpool_status cp_read_options(const convpool_options *options, convpool_options *o) {
-  convpool_options_init(o);
-  if (options == NULL) return CONVPOOL_SUCCESS;
-  if (options->size != sizeof *o) /* the only version so far */
-    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
-                   "options->size = %zu is not a convpool_options size (%zu): initialise it "
-                   "with convpool_options_init",
-                   options->size, sizeof *o);
-  memcpy(o, options, sizeof *o);
-  return cp_check_options(o);
-}
-
-static convpool_status cp_check_options(const convpool_options *o) {
-  if (o->threads < 0 || o->threads > CP_MAX_THREADS)
-    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "threads = %d must be in 0..%d (0 = all usable)",
-                   o->threads, CP_MAX_THREADS);
-  if (o->rows_per_item < 0)
-    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "rows_per_item = %d must be >= 0", o->rows_per_item);
-  if (o->algo != CONVPOOL_ALGO_AUTO && cp_algorithm_find(o->algo) == NULL)
-    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "algo = %d is not a convpool_algo", (int)o->algo);
-  if (o->allocator != NULL && (o->allocator->alloc == NULL || o->allocator->free == NULL))
-    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "options->allocator has a NULL function");
-  return CONVPOOL_SUCCESS;
-}
 
 /* The epilogue of the layer: pool window and stride, bias (after the max
    unless a bias is not finite), the activation clamp, the dtype's store. */

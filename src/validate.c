@@ -1,0 +1,55 @@
+/* Checks at the API boundary that are not about one descriptor's fields. */
+#include "validate.h"
+
+#include <string.h>
+
+#include "algo/algo.h"
+
+#define CP_MAX_THREADS 1024
+
+static convpool_status cp_check_options(const convpool_options *o) {
+  if (o->threads < 0 || o->threads > CP_MAX_THREADS)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "threads = %d must be in 0..%d (0 = all usable)",
+                   o->threads, CP_MAX_THREADS);
+  if (o->rows_per_item < 0)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "rows_per_item = %d must be >= 0", o->rows_per_item);
+  if (o->algo != CONVPOOL_ALGO_AUTO && cp_algorithm_find(o->algo) == NULL)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "algo = %d is not a convpool_algo", (int)o->algo);
+  if (o->allocator != NULL && (o->allocator->alloc == NULL || o->allocator->free == NULL))
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "options->allocator has a NULL function");
+  return CONVPOOL_SUCCESS;
+}
+
+/* The caller's options (or the defaults), read up to the caller's size. */
+convpool_status cp_read_options(const convpool_options *options, convpool_options *o) {
+  convpool_options_init(o);
+  if (options == NULL) return CONVPOOL_SUCCESS;
+  if (options->size != sizeof *o) /* the only version so far */
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
+                   "options->size = %zu is not a convpool_options size (%zu): initialise it "
+                   "with convpool_options_init",
+                   options->size, sizeof *o);
+  memcpy(o, options, sizeof *o);
+  return cp_check_options(o);
+}
+
+/* A tensor pointer must be aligned to its element (the packers read it as
+   float or uint16_t). */
+convpool_status cp_check_aligned(const char *name, const void *p, convpool_dtype dtype) {
+  const size_t es = convpool_dtype_size(dtype);
+  if (p != NULL && (uintptr_t)p % es != 0)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "%s %p is not aligned to its %zu-byte elements", name,
+                   p, es);
+  return CONVPOOL_SUCCESS;
+}
+
+/* The bytes [a, a + a_bytes) and [b, b + b_bytes) must not overlap; the
+   sizes are the bytes actually read and written. */
+convpool_status cp_check_disjoint(const char *a_name, const void *a, size_t a_bytes,
+                                  const char *b_name, const void *b, size_t b_bytes) {
+  const uintptr_t a0 = (uintptr_t)a, b0 = (uintptr_t)b;
+  if (a_bytes > 0 && b_bytes > 0 && a0 < b0 + b_bytes && b0 < a0 + a_bytes)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "%s %p (%zu bytes) overlaps %s %p (%zu bytes)",
+                   a_name, a, a_bytes, b_name, b, b_bytes);
+  return CONVPOOL_SUCCESS;
+}
