@@ -429,6 +429,10 @@ class Operator:
     def __exit__(self, *exc):
         self.close()
 
+    def __reduce__(self):
+        raise TypeError("a convpool.Operator owns native resources and cannot be copied or "
+                        "pickled; create another from the weights")
+
     def __del__(self):
         # Interpreter shutdown may already have torn down the modules used here.
         try:

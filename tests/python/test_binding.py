@@ -142,6 +142,16 @@ class TestOperator(unittest.TestCase):
             pass
         self.assertTrue(op2.closed)
 
+    def test_cannot_be_copied(self):
+        import copy
+        import pickle
+        with convpool.Operator(self.w) as op:
+            for action in (copy.copy, copy.deepcopy, pickle.dumps):
+                with self.subTest(action=action.__name__):
+                    with self.assertRaises(TypeError):
+                        action(op)
+            self.assertEqual(op(self.x).shape, (2, 5, 9, 7))
+
     def test_garbage_collected_without_close(self):
         for _ in range(20):
             op = convpool.Operator(self.w, self.b)
