@@ -63,6 +63,8 @@ bfloat16 has a third, loose reference: torch's own bfloat16 layer
 max_pool2d). It accumulates and rounds in its own way (bias included), so it
 is only a sanity check: ``|ours - torch_bf16| <= 2**-5 * S`` (a few bf16
 ulps of the scale; ``compare_loose``), NaN and infinities where it has them.
+Where torch's bfloat16 conv accumulates in bfloat16 (``torch_bfloat16_probe``:
+Debian's torch 1.13 on CPUs without AVX-512 BF16) the check is skipped.
 """
 
 import numpy as np
@@ -298,6 +300,36 @@ def torch_act_pool(y, spec):
     return y[:, :, :ph, :pw]
 
 
+class TorchBfloat16Unusable(RuntimeError):
+    """torch's bfloat16 conv2d cannot serve as a sanity reference on this machine."""
+
+
+_torch_bf16_probe = None
+
+
+def torch_bfloat16_probe():
+    """None if torch's bfloat16 conv2d accumulates in float32 here, else why it is unusable.
+
+    Some torch builds (Debian's 1.13 on CPUs without AVX-512 BF16, among
+    them) run bfloat16 convolutions through a GEMM that accumulates in
+    bfloat16: a sum of 576 ones then stops at 256. Such a layer is no sanity
+    reference; the float64 references still judge the result.
+    """
+    global _torch_bf16_probe
+    if _torch_bf16_probe is None:
+        import torch
+        import torch.nn.functional as F
+        with torch.no_grad():
+            got = F.conv2d(torch.ones(1, 64, 5, 5, dtype=torch.bfloat16),
+                           torch.ones(1, 64, 3, 3, dtype=torch.bfloat16)).float()
+        exact = bool((got == 576.0).all())
+        _torch_bf16_probe = "" if exact else (
+            f"torch {torch.__version__}'s bfloat16 conv2d accumulates in bfloat16 on this "
+            f"machine (a sum of 576 ones gives {float(got.flatten()[0]):g}), so it is no "
+            "sanity reference here")
+    return _torch_bf16_probe or None
+
+
 def torch_layer(x, w, bias, spec):
     """The whole layer through torch.nn.functional on tensors of one dtype."""
     return torch_act_pool(torch_conv(x, w, bias, LayerSpec.of(spec).padding), LayerSpec.of(spec))
@@ -390,9 +422,14 @@ class Reference:
         conversion to torch.bfloat16 is exact. F.conv2d runs on bfloat16
         tensors (torch's CPU kernels accumulate, add the bias and round in
         their own way), then the activation and max_pool2d; the conv is
-        cached per bias and padding.
+        cached per bias and padding. Raises TorchBfloat16Unusable (a
+        RuntimeError) where torch's bfloat16 conv accumulates in bfloat16
+        (torch_bfloat16_probe).
         """
         import torch
+        unusable = torch_bfloat16_probe()
+        if unusable:
+            raise TorchBfloat16Unusable(unusable)
         spec = LayerSpec.of(pool)
         key = (self._bias_key(bias), spec.padding)
         if key not in self._torch_bf16:
