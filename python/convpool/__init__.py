@@ -1,16 +1,36 @@
-"""convpool: fused Conv2D + bias + MaxPool on the CPU (ctypes binding).
+"""convpool: fused Conv2D + bias + activation + MaxPool on the CPU (ctypes binding).
 
     import numpy as np, convpool
     y = convpool.conv2d_maxpool(x, w, bias, pool=2)          # one call
     with convpool.Operator(w, bias, pool=2) as op:            # weights packed once
         y = op(x)
         print(op.describe(x.shape))
+    # A VGG layer: 3x3 conv with padding 1, ReLU, 2x2 max pool
+    y = convpool.conv2d_maxpool(x, w, bias, pool=2, padding=1, activation="relu")
+    # An AlexNet layer: 3x3 windows with stride 2
+    y = convpool.conv2d_maxpool(x, w, bias, pool=3, pool_stride=2, padding=2,
+                                activation="relu")
 
 Contract (see include/convpool.h): x [B, C_in, H, W] and w [C_out, C_in, K, K]
 C-contiguous numpy arrays of float32 or float16, optional bias [C_out] of the
-same dtype; stride 1, no padding; max pooling P x P with stride P and floor
-sizing; bias added after the max. The result equals
-torch.nn.functional.max_pool2d(torch.nn.functional.conv2d(x, w, bias), P, P).
+same dtype; conv stride 1. The result equals
+
+    torch.nn.functional.max_pool2d(act(torch.nn.functional.conv2d(x, w, bias, padding)),
+                                   pool, pool_stride, pool_padding, ceil_mode)
+
+with the keywords (all optional; their defaults are the original layer,
+max_pool2d(conv2d(x, w, bias), pool, pool)):
+
+    padding       conv zero padding: int, (h, w) or (top, left, bottom, right)
+                  (ONNX's pads order; unequal pads are ONNX's Conv)
+    activation    None, "relu", "relu6" or a (min, max) clamp of conv + bias
+    pool_stride   window stride (None: the window, pool)
+    pool_padding  -inf padding before pooling, as padding; each side <= pool // 2
+    ceil_mode     ceil sizing; a last window that would start in the bottom or
+                  right padding is dropped (torch and ONNX)
+
+convpool.LayerSpec holds these parameters normalised; convpool.torch wraps
+the layer as a torch module and fuses torchvision-style models.
 
 bfloat16: numpy has no bfloat16 dtype, so bfloat16 tensors are uint16 arrays
 of bit patterns and the dtype is named explicitly (dtype="bfloat16");
@@ -21,16 +41,18 @@ float32_to_bfloat16() and bfloat16_to_float32() convert values and patterns:
     y = convpool.bfloat16_to_float32(yb)
 
 Errors: malformed arguments (wrong type, dtype, rank, layout, inconsistent
-shapes) raise TypeError or ValueError before the library is called. Failures
+shapes, malformed layer keywords) raise TypeError or ValueError before the
+library is called. Failures
 reported by the library raise a ``convpool.Error`` (a RuntimeError) carrying
 ``convpool_last_error()``; an invalid argument detected by the library raises
 ``convpool.InvalidArgumentError``, which is both a ``convpool.Error`` and a
-``ValueError``. Spatial checks (K <= H, pool <= conv output) are left to the
-library, whose message names the offending value.
+``ValueError``. Spatial checks (K <= padded H, pool <= conv output,
+pool_padding <= pool // 2) are left to the library, whose message names the
+offending value.
 
-The library is located on first use (``$CONVPOOL_LIB``, then
-``build/lib/libconvpool.so`` in this repository, then the system path); see
-``convpool._native``. ``convpool.reference`` needs numpy (and torch for the
+The library is located on first use (``$CONVPOOL_LIB``, then the library an
+installed package was installed with, then ``build/lib/libconvpool.so`` in
+this repository, then the system path); see ``convpool._native``. ``convpool.reference`` needs numpy (and torch for the
 second reference) but not the library.
 """
 
@@ -41,7 +63,9 @@ import threading
 import numpy as np
 
 from . import _native
+from . import layer as _layer
 from ._native import LibraryNotFoundError
+from .layer import LayerSpec
 from .bfloat16 import bfloat16_to_float32, float32_to_bfloat16
 
 __version__ = "0.1.0"
@@ -50,8 +74,11 @@ __all__ = [
     "conv2d_maxpool", "Operator", "info", "library_path", "status_string",
     "Error", "InvalidArgumentError", "UnsupportedError", "OutOfMemoryError",
     "InvalidStateError", "InternalError", "LibraryNotFoundError", "IMPLS", "impls",
-    "float32_to_bfloat16", "bfloat16_to_float32",
+    "float32_to_bfloat16", "bfloat16_to_float32", "LayerSpec", "ACTIVATIONS",
 ]
+
+#: Names accepted by the ``activation`` argument (besides None and a (min, max) tuple).
+ACTIVATIONS = _layer.ACTIVATION_NAMES
 
 #: Values accepted by the ``impl`` argument (the library's algorithm names),
 #: filled from the library when it is loaded.
@@ -171,22 +198,7 @@ _INT_MAX = 2**31 - 1      # C int fields of convpool_options
 _INT64_MAX = 2**63 - 1    # int64_t sizes
 
 
-def _as_int(name, value, minimum, maximum=_INT64_MAX):
-    """value as a Python int in [minimum, maximum]; bool and non-integers are TypeErrors.
-
-    The upper limit is the C type's, so that ctypes never wraps a value around.
-    """
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    try:
-        result = _operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
-    if result < minimum:
-        raise ValueError(f"{name} = {result} must be >= {minimum}")
-    if result > maximum:
-        raise ValueError(f"{name} = {result} is too large (the C API takes at most {maximum})")
-    return result
+_as_int = _layer.as_int
 
 
 def _dtype_name_of(dtype):
@@ -245,12 +257,28 @@ def impls():
 
 def _options(threads, impl, rows_per_item):
     lib = _lib()
-    opts = _native.ConvpoolOptions()
-    lib.convpool_options_init(ctypes.byref(opts))
+    opts = _native.init_struct(_native.ConvpoolOptions, lib.convpool_options_init)
     opts.threads = 0 if threads is None else _as_int("threads", threads, 0, _INT_MAX)
     opts.algo = _impl_code(impl)
     opts.rows_per_item = _as_int("rows_per_item", rows_per_item, 0, _INT_MAX)
     return opts
+
+
+def _layer_struct(dtype_name, c_out, c_in, k, spec):
+    """A convpool_layer filled by the library's convpool_layer_init, then the spec's values."""
+    lib = _lib()
+    layer = _native.init_struct(_native.ConvpoolLayer, lib.convpool_layer_init,
+                                _DTYPES[dtype_name][0], c_out, c_in, k, spec.pool)
+    layer.padding[:] = spec.padding
+    layer.pool_stride = spec.pool_stride
+    layer.pool_padding[:] = spec.pool_padding
+    layer.ceil_mode = int(spec.ceil_mode)
+    if spec.activation == "relu":
+        layer.activation = _native.ACTIVATION_RELU
+    elif spec.activation is not None:
+        layer.activation = _native.ACTIVATION_CLAMP
+        layer.clamp_min, layer.clamp_max = spec.clamp
+    return layer
 
 
 def _check_weights(w, bias, dtype_name):
@@ -312,15 +340,16 @@ def _convert_parameter(array, dtype_name):
 # Operator
 # --------------------------------------------------------------------------
 class Operator:
-    """A conv + bias + maxpool layer with packed weights and its own threads.
+    """A conv + bias + activation + maxpool layer with packed weights and its own threads.
 
     Operator(w, bias=None, pool=1, dtype=None, threads=None, impl="auto",
-             rows_per_item=0)
+             rows_per_item=0, *, padding=0, activation=None, pool_stride=None,
+             pool_padding=0, ceil_mode=False)
 
     w        [C_out, C_in, K, K] C-contiguous array. Not referenced after
              construction (the library packs a copy).
     bias     [C_out] or None.
-    pool     max pooling window and stride (1 = no pooling).
+    pool     max pooling window (1 = no pooling); its stride is pool_stride.
     dtype    None: the dtype of w (float32 or float16). Otherwise "float32"
              or "float16" (w and bias are converted to it once, here), or
              "bfloat16": uint16 w and bias are taken as bfloat16 bit
@@ -328,15 +357,28 @@ class Operator:
              (float32_to_bfloat16); x and out must then be uint16 bit
              patterns. A library without bfloat16 raises UnsupportedError.
     threads  worker threads; None or 0 = the library's choice (usable CPUs).
-    impl     "auto", "sr" (shift-reduce), "im2col" or "winograd" (k = 3 only).
+    impl     a name of impls(): "auto", "sr" (shift-reduce), "im2col" or
+             "winograd" (k = 3 only).
     rows_per_item  pooled rows per work item; 0 = the plan decides.
+    padding  conv zero padding: int, (h, w) or (top, left, bottom, right).
+    activation  None, "relu", "relu6" or a (min, max) clamp, applied to
+             conv + bias before the pooling.
+    pool_stride  window stride; None = pool.
+    pool_padding  -inf padding of the conv output before pooling, as
+             padding; each side at most pool // 2.
+    ceil_mode  ceil sizing of the pooled output (torch's rule).
+
+    The layer is max_pool2d(act(conv2d(x, w, bias, padding)), pool,
+    pool_stride, pool_padding, ceil_mode); ``spec`` holds its normalised
+    parameters (a LayerSpec).
 
     Calls are serialised per Operator: concurrent op(x) from several Python
     threads wait for each other; separate Operators run in parallel.
     """
 
     def __init__(self, w, bias=None, pool=1, dtype=None, threads=None, impl="auto",
-                 rows_per_item=0):
+                 rows_per_item=0, *, padding=0, activation=None, pool_stride=None,
+                 pool_padding=0, ceil_mode=False):
         self._handle = None
         self._lock = threading.Lock()
         if dtype is None:
@@ -348,7 +390,10 @@ class Operator:
             w = _convert_parameter(w, dtype_name)
             bias = _convert_parameter(bias, dtype_name)
         self.c_out, self.c_in, self.k = _check_weights(w, bias, dtype_name)
-        self.pool = _as_int("pool", pool, 1)
+        self.spec = LayerSpec.make(pool=pool, padding=padding, activation=activation,
+                                   pool_stride=pool_stride, pool_padding=pool_padding,
+                                   ceil_mode=ceil_mode)
+        self.pool = self.spec.pool
         self.dtype_name = dtype_name
         self.dtype = _DTYPES[dtype_name][1]
         self.has_bias = bias is not None
@@ -356,13 +401,14 @@ class Operator:
         self.impl = impl
         self.rows_per_item = rows_per_item
         opts = _options(threads, impl, rows_per_item)
+        layer = _layer_struct(dtype_name, self.c_out, self.c_in, self.k, self.spec)
         handle = ctypes.c_void_p()
-        status = _lib().convpool_op_create(
-            _DTYPES[dtype_name][0], _ptr(w), _ptr(bias), self.c_out, self.c_in, self.k,
-            self.pool, ctypes.byref(opts), ctypes.byref(handle))
-        _check("convpool_op_create", status)
+        status = _lib().convpool_op_create_layer(
+            ctypes.byref(layer), _ptr(w), _ptr(bias), ctypes.byref(opts),
+            ctypes.byref(handle))
+        _check("convpool_op_create_layer", status)
         if not handle.value:
-            raise InternalError("convpool_op_create", _native.SUCCESS, "success",
+            raise InternalError("convpool_op_create_layer", _native.SUCCESS, "success",
                                 "returned success but no operator")
         self._handle = handle
 
@@ -384,6 +430,10 @@ class Operator:
     def __exit__(self, *exc):
         self.close()
 
+    def __reduce__(self):
+        raise TypeError("a convpool.Operator owns native resources and cannot be copied or "
+                        "pickled; create another from the weights")
+
     def __del__(self):
         # Interpreter shutdown may already have torn down the modules used here.
         try:
@@ -394,9 +444,10 @@ class Operator:
 
     def __repr__(self):
         state = "closed" if self.closed else "open"
+        extra = self.spec.describe()
         return (f"<convpool.Operator {self.dtype_name} w=[{self.c_out}, {self.c_in}, "
-                f"{self.k}, {self.k}] bias={self.has_bias} pool={self.pool} "
-                f"impl={self.impl} {state}>")
+                f"{self.k}, {self.k}] bias={self.has_bias} pool={self.pool}"
+                f"{' ' + extra if extra else ''} impl={self.impl} {state}>")
 
     # -- queries -------------------------------------------------------------
     def _live_handle(self):
@@ -502,30 +553,46 @@ class Operator:
 # --------------------------------------------------------------------------
 # One-shot call
 # --------------------------------------------------------------------------
-def conv2d_maxpool(x, w, bias=None, pool=1, threads=None, impl="auto", dtype=None):
-    """max_pool2d(conv2d(x, w, bias), pool, pool) through convpool's one-shot call.
+def conv2d_maxpool(x, w, bias=None, pool=1, threads=None, impl="auto", dtype=None, *,
+                   padding=0, activation=None, pool_stride=None, pool_padding=0,
+                   ceil_mode=False):
+    """max_pool2d(act(conv2d(x, w, bias, padding)), pool, pool_stride, pool_padding, ceil_mode).
 
-    x [B, C_in, H, W], w [C_out, C_in, K, K], bias [C_out] or None: C-contiguous
-    numpy arrays, all of one dtype. dtype None: that of x (float32 or
-    float16); "float32"/"float16": the arrays must have it; "bfloat16": all
-    three must be uint16 bit patterns (nothing is converted here, unlike
-    Operator). Returns a new array [B, C_out, (H-K+1)//pool, (W-K+1)//pool]
-    of the same storage dtype.
+    The library's one-shot call (convpool_layer_run). x [B, C_in, H, W],
+    w [C_out, C_in, K, K], bias [C_out] or None: C-contiguous numpy arrays,
+    all of one dtype. dtype None: that of x (float32 or float16);
+    "float32"/"float16": the arrays must have it; "bfloat16": all three must
+    be uint16 bit patterns (nothing is converted here, unlike Operator).
+    The layer keywords are those of Operator; their defaults give the
+    original contract, max_pool2d(conv2d(x, w, bias), pool, pool). Returns a
+    new array [B, C_out, PH, PW] of the same storage dtype.
     """
     if not isinstance(x, np.ndarray):
         raise TypeError(f"x must be a numpy.ndarray, got {type(x).__name__}")
     dtype_name = _dtype_name_of(x.dtype if dtype is None else dtype)
     c_out, c_in, k = _check_weights(w, bias, dtype_name)
     _check_input(x, dtype_name, c_in)
-    pool = _as_int("pool", pool, 1)
+    spec = LayerSpec.make(pool=pool, padding=padding, activation=activation,
+                          pool_stride=pool_stride, pool_padding=pool_padding,
+                          ceil_mode=ceil_mode)
     opts = _options(threads, impl, 0)
+    layer = _layer_struct(dtype_name, c_out, c_in, k, spec)
     batch, _, height, width = x.shape
-    # Floor sizing; nonsensical sizes are left to the library, which names them.
-    ph = (height - k + 1) // pool if height >= k else 0
-    pw = (width - k + 1) // pool if width >= k else 0
-    out = np.empty((batch, c_out, max(ph, 0), max(pw, 0)), dtype=_DTYPES[dtype_name][1])
-    status = _lib().convpool_conv2d_maxpool(
-        _DTYPES[dtype_name][0], _ptr(x), batch, c_in, height, width, _ptr(w), c_out, k,
-        _ptr(bias), pool, _ptr(out), out.nbytes, ctypes.byref(opts))
-    _check("convpool_conv2d_maxpool", status)
+    # The output size by the contract's rule; sizes that make no sense are left
+    # to the library, whose message names them.
+    _, _, ph, pw = spec.output_size(height, width, k)
+    try:
+        out = np.empty((batch, c_out, max(ph, 0), max(pw, 0)), dtype=_DTYPES[dtype_name][1])
+    except (ValueError, MemoryError):
+        # Too large to allocate: the library may refuse the layer with a better
+        # reason (a pad beyond its limit); ask it with no room for the output.
+        status = _lib().convpool_layer_run(
+            ctypes.byref(layer), _ptr(x), batch, height, width, _ptr(w), _ptr(bias), None,
+            0, ctypes.byref(opts))
+        _check("convpool_layer_run", status)
+        raise
+    status = _lib().convpool_layer_run(
+        ctypes.byref(layer), _ptr(x), batch, height, width, _ptr(w), _ptr(bias),
+        _ptr(out), out.nbytes, ctypes.byref(opts))
+    _check("convpool_layer_run", status)
     return out

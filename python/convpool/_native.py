@@ -8,9 +8,12 @@ Lookup order (see ``candidate_paths``):
 1. ``$CONVPOOL_LIB`` when it is set. It is authoritative: if it is set but
    cannot be loaded, nothing else is tried, so a test never silently runs a
    different build than the one it was pointed at.
-2. ``build/lib/libconvpool.so`` relative to the repository root (this package
+2. An installed package (``cmake --install``) has a generated ``_config.py``
+   naming the installed library relative to the package directory, so the
+   install prefix can move.
+3. ``build/lib/libconvpool.so`` relative to the repository root (this package
    lives in ``<root>/python/convpool``).
-3. ``ctypes.util.find_library("convpool")`` (the system's library path).
+4. ``ctypes.util.find_library("convpool")`` (the system's library path).
 """
 
 import ctypes
@@ -58,6 +61,39 @@ class ConvpoolOptions(ctypes.Structure):
         ("rows_per_item", ctypes.c_int),
         ("allocator", ctypes.POINTER(ConvpoolAllocator)),
     ]
+
+
+class ConvpoolLayer(ctypes.Structure):
+    """Mirror of convpool_layer (include/convpool.h), field for field.
+
+    Never filled from zero here: ``init_struct`` lets the library's
+    convpool_layer_init write its size and defaults, then the binding sets
+    what differs.
+    """
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("dtype", ctypes.c_int),
+        ("c_out", ctypes.c_int64),
+        ("c_in", ctypes.c_int64),
+        ("k", ctypes.c_int64),
+        ("padding", ctypes.c_int64 * 4),
+        ("stride", ctypes.c_int64),
+        ("dilation", ctypes.c_int64),
+        ("groups", ctypes.c_int64),
+        ("activation", ctypes.c_int),
+        ("clamp_min", ctypes.c_float),
+        ("clamp_max", ctypes.c_float),
+        ("pool", ctypes.c_int64),
+        ("pool_stride", ctypes.c_int64),
+        ("pool_padding", ctypes.c_int64 * 4),
+        ("ceil_mode", ctypes.c_int),
+    ]
+
+
+# convpool_activation
+ACTIVATION_NONE = 0
+ACTIVATION_RELU = 1
+ACTIVATION_CLAMP = 2
 
 
 class ConvpoolInfo(ctypes.Structure):
@@ -109,7 +145,14 @@ _PROTOTYPES = {
     "convpool_last_error": (ctypes.c_char_p, []),
     "convpool_dtype_size": (_sz, [ctypes.c_int]),
     "convpool_dtype_name": (ctypes.c_char_p, [ctypes.c_int]),
-    "convpool_options_init": (None, [ctypes.POINTER(ConvpoolOptions)]),
+    "convpool_options_init": (None, [_vp]),
+    "convpool_layer_init": (None, [_vp, ctypes.c_int, _i64, _i64, _i64, _i64]),
+    "convpool_op_create_layer": (
+        _st, [ctypes.POINTER(ConvpoolLayer), _vp, _vp, ctypes.POINTER(ConvpoolOptions),
+              ctypes.POINTER(_vp)]),
+    "convpool_layer_run": (
+        _st, [ctypes.POINTER(ConvpoolLayer), _vp, _i64, _i64, _i64, _vp, _vp, _vp, _sz,
+              ctypes.POINTER(ConvpoolOptions)]),
     "convpool_algo_name": (ctypes.c_char_p, [ctypes.c_int]),
     "convpool_algo_from_name": (_st, [ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)]),
     "convpool_get_info": (_st, [ctypes.POINTER(ConvpoolInfo)]),
@@ -152,8 +195,52 @@ def candidate_paths():
     if env:
         yield "$CONVPOOL_LIB", env
         return
+    installed = installed_library()
+    if installed is not None:
+        yield "installed (convpool/_config.py)", installed
     yield "build tree", str(BUILD_TREE_LIBRARY)
     yield "ctypes.util.find_library('convpool')", ctypes.util.find_library("convpool")
+
+
+def installed_library():
+    """The library path recorded by ``cmake --install`` in _config.py, or None.
+
+    _config.py is generated at install time only; a source checkout has none.
+    Its LIBRARY is relative to the package directory (or absolute).
+    """
+    try:
+        from . import _config
+    except ImportError:
+        return None
+    library = getattr(_config, "LIBRARY", None)
+    if not library:
+        return None
+    return os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), library))
+
+
+# Room for a struct that a newer library has grown: its init function writes
+# sizeof(its struct) bytes, which must land in memory we own.
+_STRUCT_ROOM = 4096
+
+
+def init_struct(cls, init, *args):
+    """A ``cls`` filled by the library's init function (size and defaults from the library).
+
+    The init function writes the library's own sizeof into the first field;
+    the struct is laid in a buffer large enough for a newer library's larger
+    struct, so fields this binding does not know keep the library's
+    defaults. A library whose struct is smaller than this binding's mirror is
+    older than the binding: refused, naming both sizes.
+    """
+    buffer = ctypes.create_string_buffer(max(_STRUCT_ROOM, ctypes.sizeof(cls)))
+    init(ctypes.addressof(buffer), *args)
+    size = ctypes.c_size_t.from_buffer(buffer).value
+    if size < ctypes.sizeof(cls) or size > len(buffer):
+        raise LibraryNotFoundError(
+            f"{library_path()}: {init.__name__} reports a struct of {size} bytes, this "
+            f"binding's {cls.__name__} has {ctypes.sizeof(cls)}: the library does not "
+            "match this binding")
+    return cls.from_buffer(buffer)   # shares (and keeps alive) the buffer
 
 
 def _declare(lib, path):

@@ -1,14 +1,32 @@
-"""Float64 references for conv2d + bias + max pool, and the tolerance rules.
+"""Float64 references for conv2d + bias + activation + max pool, and the tolerance rules.
 
 Used by tests/test_harness.py and tools/check_conv.py. Needs numpy; the torch
 reference needs torch. Does not need libconvpool.
 
+The layer is given by a pool window (an int: the original contract, no
+padding, no activation, stride = window, floor sizing) or a
+convpool.layer.LayerSpec (conv zero padding, activation, pool stride, -inf
+pool padding, ceil sizing); every function below that takes ``pool`` takes
+either.
+
 Two independent references are computed in float64 on the exact input values:
 
-* NumPy: the convolution as K*K shifted matrix products
-  (``out[:, :, oh, ow] += W[:, :, i, j] @ X[:, :, oh+i, ow+j]``), max pooling
-  with floor sizing by a reshape, bias added after the max.
-* torch: ``F.max_pool2d(F.conv2d(X, W, bias), P, P)`` in float64.
+* NumPy: x padded with zeros (top, left, bottom, right), the convolution as
+  K*K shifted matrix products
+  (``out[:, :, oh, ow] += W[:, :, i, j] @ X[:, :, oh+i, ow+j]``); for the
+  original contract max pooling by a reshape with the bias added after the
+  max, otherwise the bias and the activation (``np.maximum``/``np.minimum``
+  with the float32 clamp bounds the library applies; NaN stays NaN) and then
+  windows of stride S over the conv output laid into a -inf frame (the pool
+  padding, plus what ceil sizing reaches past the end); the number of
+  windows by torch's rule (``layer.pooled_size``).
+* torch: ``F.max_pool2d(act(F.conv2d(X, W, bias, padding)), P, S,
+  pool_padding, ceil_mode)`` in float64, act being F.relu, F.relu6 or
+  F.hardtanh. Unequal pads, which torch's functions do not take, are laid
+  explicitly: ``F.pad`` with zeros before the conv, with -inf before the
+  pool, then (ceil mode) the windows kept are the first ones by ONNX's rule:
+  a last window that would start in the bottom/right padding is dropped,
+  which torch cannot see once the padding is part of its input.
 
 They must agree (``Reference.compare_references``) before a result is judged against them.
 
@@ -45,11 +63,14 @@ bfloat16 has a third, loose reference: torch's own bfloat16 layer
 max_pool2d). It accumulates and rounds in its own way (bias included), so it
 is only a sanity check: ``|ours - torch_bf16| <= 2**-5 * S`` (a few bf16
 ulps of the scale; ``compare_loose``), NaN and infinities where it has them.
+Where torch's bfloat16 conv accumulates in bfloat16 (``torch_bfloat16_probe``:
+Debian's torch 1.13 on CPUs without AVX-512 BF16) the check is skipped.
 """
 
 import numpy as np
 
 from .bfloat16 import bfloat16_round_float64, bfloat16_to_float32, float32_to_bfloat16
+from .layer import LayerSpec, pooled_size
 
 FLOAT32_RTOL = 1e-5          # per sum|x*w|, for the "bound" criterion
 FLOAT32_ATOL = 1e-6
@@ -150,9 +171,16 @@ def smallest_normal(dtype):
 # Building blocks
 # --------------------------------------------------------------------------
 def output_size(height, width, k, pool):
-    """(OH, OW, PH, PW) of the contract (stride 1, no padding, floor pooling)."""
-    oh, ow = height - k + 1, width - k + 1
-    return oh, ow, oh // pool, ow // pool
+    """(OH, OW, PH, PW) of a layer: pool an int window (original contract) or a LayerSpec."""
+    return LayerSpec.of(pool).output_size(height, width, k)
+
+
+def pad_zeros(x, pads):
+    """x [B, C, H, W] with (top, left, bottom, right) rows and columns of zeros around it."""
+    t, l, b, r = pads
+    if not any(pads):
+        return x
+    return np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)))
 
 
 def conv2d_numpy(x, w):
@@ -182,14 +210,36 @@ def conv2d_numpy(x, w):
     return out
 
 
-def max_pool_numpy(y, pool):
-    """P x P max pooling, stride P, floor sizing; NaN propagates (np.max)."""
-    if pool == 1:
+def max_pool_numpy(y, pool, stride=None, padding=(0, 0, 0, 0), ceil_mode=False):
+    """P x P max pooling with stride S (None: P); NaN propagates (np.maximum).
+
+    padding: (top, left, bottom, right) of -inf around y. The number of
+    windows per axis is layer.pooled_size (floor, or torch's ceil rule);
+    windows reaching past the padded y (ceil mode) see -inf there.
+    """
+    stride = pool if stride is None else stride
+    if pool == 1 and stride == 1 and not any(padding):
         return y
     batch, channels, oh, ow = y.shape
-    ph, pw = oh // pool, ow // pool
-    cropped = y[:, :, :ph * pool, :pw * pool]
-    return cropped.reshape(batch, channels, ph, pool, pw, pool).max(axis=(3, 5))
+    if stride == pool and not any(padding) and not ceil_mode:
+        ph, pw = oh // pool, ow // pool
+        cropped = y[:, :, :ph * pool, :pw * pool]
+        return cropped.reshape(batch, channels, ph, pool, pw, pool).max(axis=(3, 5))
+    t, l, b, r = padding
+    ph = pooled_size(oh, pool, stride, t, b, ceil_mode)
+    pw = pooled_size(ow, pool, stride, l, r, ceil_mode)
+    # -inf frame: the padding, and whatever the last windows reach beyond it
+    rows = max(t + oh + b, (ph - 1) * stride + pool)
+    cols = max(l + ow + r, (pw - 1) * stride + pool)
+    frame = np.full((batch, channels, rows, cols), -np.inf, dtype=y.dtype)
+    frame[:, :, t:t + oh, l:l + ow] = y
+    out = None
+    for dy in range(pool):
+        for dx in range(pool):
+            tap = frame[:, :, dy:dy + (ph - 1) * stride + 1:stride,
+                        dx:dx + (pw - 1) * stride + 1:stride]
+            out = tap.copy() if out is None else np.maximum(out, tap)
+    return out
 
 
 def add_bias(y, bias):
@@ -198,59 +248,172 @@ def add_bias(y, bias):
     return y + np.asarray(bias, dtype=np.float64)[None, :, None, None]
 
 
+def activation_numpy(y, spec):
+    """The spec's activation on y (float64): a clamp to its float32 bounds; NaN stays NaN."""
+    bounds = spec.clamp
+    if bounds is None:
+        return y
+    lo, hi = bounds
+    with np.errstate(invalid="ignore"):
+        return np.minimum(np.maximum(y, lo), hi)
+
+
+def pool_numpy(y, spec):
+    """The spec's max pooling of y."""
+    return max_pool_numpy(y, spec.pool, spec.pool_stride, spec.pool_padding, spec.ceil_mode)
+
+
+def torch_conv(x, w, bias, padding):
+    """F.conv2d with zero padding (top, left, bottom, right); unequal pads by F.pad."""
+    import torch.nn.functional as F
+    t, l, b, r = padding
+    if t == b and l == r:
+        return F.conv2d(x, w, bias, padding=(t, l))
+    return F.conv2d(F.pad(x, (l, r, t, b)), w, bias)
+
+
+def torch_act_pool(y, spec):
+    """The spec's activation (F.relu, F.relu6, F.hardtanh) and max pooling of y.
+
+    Equal pool pads go to F.max_pool2d; unequal ones are laid with F.pad
+    (-inf) and, in ceil mode, the windows are cut to the count of ONNX's
+    rule (layer.pooled_size): torch takes the explicitly padded rows for
+    input and would keep a last window that starts in them.
+    """
+    import torch.nn.functional as F
+    if spec.activation == "relu":
+        y = F.relu(y)
+    elif spec.activation == "relu6":
+        y = F.relu6(y)
+    elif spec.activation is not None:
+        y = F.hardtanh(y, *spec.clamp)
+    if spec.pool == 1 and spec.pool_stride == 1 and not any(spec.pool_padding):
+        return y
+    t, l, b, r = spec.pool_padding
+    if t == b and l == r:
+        return F.max_pool2d(y, spec.pool, spec.pool_stride, (t, l), ceil_mode=spec.ceil_mode)
+    oh, ow = y.shape[2], y.shape[3]
+    ph = pooled_size(oh, spec.pool, spec.pool_stride, t, b, spec.ceil_mode)
+    pw = pooled_size(ow, spec.pool, spec.pool_stride, l, r, spec.ceil_mode)
+    y = F.pad(y, (l, r, t, b), value=float("-inf"))
+    y = F.max_pool2d(y, spec.pool, spec.pool_stride, 0, ceil_mode=spec.ceil_mode)
+    return y[:, :, :ph, :pw]
+
+
+class TorchBfloat16Unusable(RuntimeError):
+    """torch's bfloat16 conv2d cannot serve as a sanity reference on this machine."""
+
+
+_torch_bf16_probe = None
+
+
+def torch_bfloat16_probe():
+    """None if torch's bfloat16 conv2d accumulates in float32 here, else why it is unusable.
+
+    Some torch builds (Debian's 1.13 on CPUs without AVX-512 BF16, among
+    them) run bfloat16 convolutions through a GEMM that accumulates in
+    bfloat16: a sum of 576 ones then stops at 256. Such a layer is no sanity
+    reference; the float64 references still judge the result.
+    """
+    global _torch_bf16_probe
+    if _torch_bf16_probe is None:
+        import torch
+        import torch.nn.functional as F
+        with torch.no_grad():
+            got = F.conv2d(torch.ones(1, 64, 5, 5, dtype=torch.bfloat16),
+                           torch.ones(1, 64, 3, 3, dtype=torch.bfloat16)).float()
+        exact = bool((got == 576.0).all())
+        _torch_bf16_probe = "" if exact else (
+            f"torch {torch.__version__}'s bfloat16 conv2d accumulates in bfloat16 on this "
+            f"machine (a sum of 576 ones gives {float(got.flatten()[0]):g}), so it is no "
+            "sanity reference here")
+    return _torch_bf16_probe or None
+
+
+def torch_layer(x, w, bias, spec):
+    """The whole layer through torch.nn.functional on tensors of one dtype."""
+    return torch_act_pool(torch_conv(x, w, bias, LayerSpec.of(spec).padding), LayerSpec.of(spec))
+
+
 # --------------------------------------------------------------------------
 # A reference for one (x, w): conv results cached across bias and pool
 # --------------------------------------------------------------------------
 class Reference:
     """Both references and the error scale for one input x and weights w.
 
-    The unpooled float64 conv (NumPy) and conv(|x|, |w|) are computed once and
-    reused for every pool size and bias; the torch conv is cached per bias.
+    The unpooled float64 conv (NumPy) and conv(|x|, |w|) are computed once per
+    conv padding and reused for every bias, activation and pooling; the
+    torch conv is cached per bias and padding. ``pool`` arguments are an int
+    window (the original contract) or a LayerSpec.
     """
 
     def __init__(self, x, w):
         self.x = np.asarray(x, dtype=np.float64)
         self.w = np.asarray(w, dtype=np.float64)
         self.k = self.w.shape[2]
-        self._conv = None
-        self._abs_conv = None
+        self._conv = {}
+        self._abs_conv = {}
         self._torch = {}
         self._torch_bf16 = {}
 
+    def conv_padded(self, padding=(0, 0, 0, 0)):
+        """NumPy float64 conv of x padded with zeros, no bias, unpooled."""
+        padding = tuple(padding)
+        if padding not in self._conv:
+            self._conv[padding] = conv2d_numpy(pad_zeros(self.x, padding), self.w)
+        return self._conv[padding]
+
+    def abs_conv_padded(self, padding=(0, 0, 0, 0)):
+        """conv(|x|, |w|) (x padded with zeros): sum of |x*w| over each window, unpooled."""
+        padding = tuple(padding)
+        if padding not in self._abs_conv:
+            if (self.x >= 0).all() and (self.w >= 0).all():
+                value = self.conv_padded(padding)     # identical for non-negative data
+            else:
+                value = conv2d_numpy(pad_zeros(np.abs(self.x), padding), np.abs(self.w))
+            self._abs_conv[padding] = value
+        return self._abs_conv[padding]
+
     @property
     def conv(self):
-        """NumPy float64 conv, no bias, unpooled."""
-        if self._conv is None:
-            self._conv = conv2d_numpy(self.x, self.w)
-        return self._conv
+        """NumPy float64 conv, no padding, no bias, unpooled."""
+        return self.conv_padded()
 
     @property
     def abs_conv(self):
-        """conv(|x|, |w|): sum of |x*w| over each window, unpooled."""
-        if self._abs_conv is None:
-            if (self.x >= 0).all() and (self.w >= 0).all():
-                self._abs_conv = self.conv   # identical for non-negative data
-            else:
-                self._abs_conv = conv2d_numpy(np.abs(self.x), np.abs(self.w))
-        return self._abs_conv
+        """conv(|x|, |w|), no padding: sum of |x*w| over each window, unpooled."""
+        return self.abs_conv_padded()
 
     def numpy_result(self, bias, pool):
-        """NumPy reference: max pool of the conv, then + bias."""
-        return add_bias(max_pool_numpy(self.conv, pool), bias)
+        """NumPy reference.
+
+        Original contract: max pool of the conv, then + bias. Otherwise the
+        activation of conv + bias, then the pooling of the spec.
+        """
+        spec = LayerSpec.of(pool)
+        if spec.is_default:
+            return add_bias(max_pool_numpy(self.conv, spec.pool), bias)
+        with np.errstate(invalid="ignore"):             # inf - inf -> NaN is intended
+            y = add_bias(self.conv_padded(spec.padding), bias)
+        return pool_numpy(activation_numpy(y, spec), spec)
+
+    @staticmethod
+    def _bias_key(bias):
+        return None if bias is None else np.asarray(bias, dtype=np.float64).tobytes()
 
     def torch_result(self, bias, pool):
-        """torch reference: F.max_pool2d(F.conv2d(x, w, bias), pool, pool)."""
+        """torch reference: F.max_pool2d(act(F.conv2d(x, w, bias, padding)), P, S, pads, ceil)."""
         import torch
-        import torch.nn.functional as F
-        key = None if bias is None else np.asarray(bias, dtype=np.float64).tobytes()
+        spec = LayerSpec.of(pool)
+        key = (self._bias_key(bias), spec.padding)
         if key not in self._torch:
             xt = torch.from_numpy(self.x)
             wt = torch.from_numpy(self.w)
             bt = None if bias is None else torch.from_numpy(np.asarray(bias, np.float64))
             with torch.no_grad():
-                self._torch[key] = F.conv2d(xt, wt, bt)
+                self._torch[key] = torch_conv(xt, wt, bt, spec.padding)
         with torch.no_grad():
-            return F.max_pool2d(self._torch[key], pool, pool).numpy()
+            return torch_act_pool(self._torch[key], spec).numpy()
 
     def torch_bfloat16_result(self, bias, pool):
         """torch's own bfloat16 layer on these inputs, as float64 (a loose reference).
@@ -258,11 +421,17 @@ class Reference:
         x, w and bias must hold bfloat16 values (decoded bit patterns), so the
         conversion to torch.bfloat16 is exact. F.conv2d runs on bfloat16
         tensors (torch's CPU kernels accumulate, add the bias and round in
-        their own way), then max_pool2d; the conv is cached per bias.
+        their own way), then the activation and max_pool2d; the conv is
+        cached per bias and padding. Raises TorchBfloat16Unusable (a
+        RuntimeError) where torch's bfloat16 conv accumulates in bfloat16
+        (torch_bfloat16_probe).
         """
         import torch
-        import torch.nn.functional as F
-        key = None if bias is None else np.asarray(bias, dtype=np.float64).tobytes()
+        unusable = torch_bfloat16_probe()
+        if unusable:
+            raise TorchBfloat16Unusable(unusable)
+        spec = LayerSpec.of(pool)
+        key = (self._bias_key(bias), spec.padding)
         if key not in self._torch_bf16:
             xt = torch.from_numpy(self.x).to(torch.bfloat16)
             wt = torch.from_numpy(self.w).to(torch.bfloat16)
@@ -273,25 +442,33 @@ class Reference:
                     raise ValueError(f"{name} does not hold bfloat16 values: the torch "
                                      "bfloat16 reference would see other inputs")
             with torch.no_grad():
-                self._torch_bf16[key] = F.conv2d(xt, wt, bt)
+                self._torch_bf16[key] = torch_conv(xt, wt, bt, spec.padding)
         with torch.no_grad():
-            return F.max_pool2d(self._torch_bf16[key], pool, pool).double().numpy()
+            return torch_act_pool(self._torch_bf16[key], spec).double().numpy()
 
     def error_scale(self, bias, pool):
-        """S: sum|x*w| max-pooled over each window (finite conv values only) + |bias|.
+        """S: sum|x*w| (+ |bias|) max-pooled over each window (finite conv values only).
 
         Where the conv value itself is ±inf or NaN the scale is irrelevant (the
         pooled result is then judged exactly) or the element cannot be the max
-        (-inf), so those positions contribute 0.
+        (-inf), so those positions contribute 0. The activation is a clamp,
+        which never widens a difference, so it leaves S as it is; the pool
+        padding never wins a window (each holds a conv value).
         """
-        scale = self.abs_conv
-        finite = np.isfinite(self.conv)
+        spec = LayerSpec.of(pool)
+        conv = self.conv_padded(spec.padding)
+        scale = self.abs_conv_padded(spec.padding)
+        finite = np.isfinite(conv)
         if not finite.all():
             scale = np.where(finite & np.isfinite(scale), scale, 0.0)
-        scale = max_pool_numpy(scale, pool)
+        if spec.is_default:
+            scale = max_pool_numpy(scale, spec.pool)
+            if bias is not None:
+                scale = scale + np.abs(np.asarray(bias, np.float64))[None, :, None, None]
+            return scale
         if bias is not None:
             scale = scale + np.abs(np.asarray(bias, np.float64))[None, :, None, None]
-        return scale
+        return pool_numpy(scale, spec)
 
     def compare_references(self, bias, pool):
         """Check that the two references agree; returns (ok, message, numpy_result).
@@ -496,37 +673,47 @@ def judge(ours, ref, scale, dtype, criterion="bound"):
 def spot_check(x, w, bias, pool, ours, samples=256, seed=0, dtype=None):
     """Judge `samples` random output elements against an exact float64 recompute.
 
-    For each sampled (b, co, ph, pw) the P x P conv values of its window are
-    computed as direct dot products in float64. dtype: None for the dtype of
-    ours (float32/float16); "bfloat16" when x, w, bias and ours are bit
-    patterns. Returns a Verdict over the samples (first_bad holds the output
-    index).
+    For each sampled (b, co, ph, pw) the conv values of its window (P x P
+    positions at stride S, less those in the pool padding) are computed as
+    direct dot products in float64 on x padded with zeros, plus the bias,
+    through the activation. pool: an int window or a LayerSpec. dtype: None
+    for the dtype of ours (float32/float16); "bfloat16" when x, w, bias and
+    ours are bit patterns. Returns a Verdict over the samples (first_bad
+    holds the output index).
     """
+    spec = LayerSpec.of(pool)
     dtype = dtype_name(ours.dtype if dtype is None else dtype)
     x, w, bias = (to_float64(a, dtype) for a in (x, w, bias))
+    xp = pad_zeros(x, spec.padding)
     rng = np.random.default_rng(seed)
     k = w.shape[2]
+    oh, ow = xp.shape[2] - k + 1, xp.shape[3] - k + 1
     n = min(samples, ours.size)
     flat = rng.choice(ours.size, size=n, replace=False)
     idx = np.unravel_index(flat, ours.shape)
     ref = np.empty(n)
     scale = np.empty(n)
     w64 = w.astype(np.float64)
+    stride, (pt, pl, _, _) = spec.pool_stride, spec.pool_padding
     for s in range(n):
         b, co, r, c = (int(v[s]) for v in idx)
         values, mags = [], []
-        for dy in range(pool):
-            for dx in range(pool):
-                oh, ow = r * pool + dy, c * pool + dx
-                window = x[b, :, oh:oh + k, ow:ow + k].astype(np.float64)
-                values.append(float((window * w64[co]).sum()))
-                mags.append(float(np.abs(window * w64[co]).sum()))
-        best = float(np.max(values))          # NaN propagates like the pool
-        best_scale = max((m for v, m in zip(values, mags) if np.isfinite(v)), default=0.0)
-        if bias is not None:
-            best += float(bias[co])
-            best_scale += abs(float(bias[co]))
-        ref[s], scale[s] = best, best_scale
+        for dy in range(spec.pool):
+            for dx in range(spec.pool):
+                row, col = r * stride - pt + dy, c * stride - pl + dx
+                if not (0 <= row < oh and 0 <= col < ow):
+                    continue                      # pool padding (-inf) or past the end
+                window = xp[b, :, row:row + k, col:col + k].astype(np.float64)
+                value = float((window * w64[co]).sum())
+                mag = float(np.abs(window * w64[co]).sum())
+                if bias is not None:
+                    value += float(bias[co])
+                    mag += abs(float(bias[co]))
+                values.append(value)
+                mags.append(mag)
+        best = float(np.max(activation_numpy(np.array(values), spec)))  # NaN propagates
+        ref[s] = best
+        scale[s] = max((m for v, m in zip(values, mags) if np.isfinite(v)), default=0.0)
     verdict = judge(ours[idx], ref, scale, dtype, "bound")
     if verdict.first_bad is not None:
         verdict.first_bad = tuple(int(v[verdict.first_bad[0]]) for v in idx)

@@ -142,6 +142,16 @@ class TestOperator(unittest.TestCase):
             pass
         self.assertTrue(op2.closed)
 
+    def test_cannot_be_copied(self):
+        import copy
+        import pickle
+        with convpool.Operator(self.w) as op:
+            for action in (copy.copy, copy.deepcopy, pickle.dumps):
+                with self.subTest(action=action.__name__):
+                    with self.assertRaises(TypeError):
+                        action(op)
+            self.assertEqual(op(self.x).shape, (2, 5, 9, 7))
+
     def test_garbage_collected_without_close(self):
         for _ in range(20):
             op = convpool.Operator(self.w, self.b)
@@ -268,6 +278,190 @@ class TestErrors(unittest.TestCase):
                 op(self.x)                                              # float32 input
             with self.assertRaises(TypeError):
                 op(xb, out=np.empty(op.output_shape(xb.shape), np.float16))
+
+
+def torch_layer(x, w, bias=None, pool=1, padding=0, activation=None, pool_stride=None,
+                pool_padding=0, ceil_mode=False):
+    """The layer in float64 through torch, written out here (not convpool.reference)."""
+    import torch
+    import torch.nn.functional as F
+    t = torch.from_numpy
+    pads = convpool.layer.normalize_pads("padding", padding)
+    xt = F.pad(t(x.astype(np.float64)), (pads[1], pads[3], pads[0], pads[2]))
+    y = F.conv2d(xt, t(w.astype(np.float64)),
+                 None if bias is None else t(bias.astype(np.float64)))
+    if activation == "relu":
+        y = F.relu(y)
+    elif activation == "relu6":
+        y = F.relu6(y)
+    elif activation is not None:
+        y = F.hardtanh(y, *activation)
+    ppads = convpool.layer.normalize_pads("pool_padding", pool_padding)
+    assert ppads[:2] == ppads[2:], "symmetric pool padding only here"
+    return F.max_pool2d(y, pool, pool if pool_stride is None else pool_stride,
+                        ppads[:2], ceil_mode=ceil_mode).numpy()
+
+
+class TestLayerKeywords(unittest.TestCase):
+    """padding, activation, pool_stride, pool_padding and ceil_mode."""
+
+    def setUp(self):
+        rng = np.random.default_rng(21)
+        self.x = (rng.random((2, 6, 13, 11), dtype=np.float32) * 2 - 1)
+        self.w = (rng.random((5, 6, 3, 3), dtype=np.float32) * 2 - 1)
+        self.b = (rng.random(5, dtype=np.float32) * 2 - 1)
+
+    def check(self, **kwargs):
+        want = torch_layer(self.x, self.w, self.b, **kwargs)
+        got = convpool.conv2d_maxpool(self.x, self.w, self.b, **kwargs)
+        self.assertEqual(got.shape, want.shape, kwargs)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=str(kwargs))
+        with convpool.Operator(self.w, self.b, **kwargs) as op:
+            self.assertEqual(op.output_shape(self.x.shape), want.shape)
+            self.assertEqual(op(self.x).tobytes(), got.tobytes(), kwargs)
+        return got
+
+    def test_each_keyword_against_torch(self):
+        for kwargs in ({"padding": 1}, {"padding": (2, 0)}, {"padding": (0, 1, 2, 3)},
+                       {"activation": "relu"}, {"activation": "relu6"},
+                       {"activation": (-0.5, 0.75)}, {"activation": (-np.inf, 0.0)},
+                       {"pool": 3, "pool_stride": 2}, {"pool": 2, "pool_stride": 1},
+                       {"pool": 2, "pool_stride": 3}, {"pool": 3, "pool_padding": 1},
+                       {"pool": 2, "pool_padding": (1, 0)},
+                       {"pool": 3, "pool_stride": 2, "ceil_mode": True},
+                       {"pool": 2, "pool_padding": 1, "ceil_mode": True},
+                       {"pool": 3, "pool_stride": 2, "padding": 2, "activation": "relu",
+                        "pool_padding": 1, "ceil_mode": True}):
+            with self.subTest(**{k: str(v) for k, v in kwargs.items()}):
+                self.check(**kwargs)
+
+    def test_padding_forms_are_equivalent(self):
+        a = self.check(padding=1)
+        self.assertEqual(self.check(padding=(1, 1)).tobytes(), a.tobytes())
+        self.assertEqual(self.check(padding=[1, 1, 1, 1]).tobytes(), a.tobytes())
+        self.assertEqual(self.check(padding=np.int64(1)).tobytes(), a.tobytes())
+
+    def test_defaults_are_the_original_layer(self):
+        explicit = convpool.conv2d_maxpool(self.x, self.w, self.b, pool=2, padding=0,
+                                           activation=None, pool_stride=2, pool_padding=0,
+                                           ceil_mode=False)
+        plain = convpool.conv2d_maxpool(self.x, self.w, self.b, 2)
+        self.assertEqual(explicit.tobytes(), plain.tobytes())
+        np.testing.assert_allclose(plain, expected(self.x, self.w, self.b, 2), rtol=1e-5,
+                                   atol=1e-6)
+
+    def test_padding_lets_the_filter_exceed_the_input(self):
+        x = self.x[:, :, :2, :2].copy()
+        got = convpool.conv2d_maxpool(x, self.w, self.b, padding=1)
+        self.assertEqual(got.shape, (2, 5, 2, 2))
+        np.testing.assert_allclose(got, torch_layer(x, self.w, self.b, padding=1), rtol=1e-5,
+                                   atol=1e-6)
+
+    def test_relu_keeps_nan(self):
+        x = self.x.copy()
+        x[0, 0, 5, 5] = np.nan
+        got = convpool.conv2d_maxpool(x, self.w, self.b, pool=2, activation="relu", padding=1)
+        want = torch_layer(x, self.w, self.b, pool=2, activation="relu", padding=1)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        self.assertTrue(np.isnan(got).any())
+
+    def test_output_shape_matches_the_python_rule(self):
+        """The library's sizes against LayerSpec.output_size (torch's rule) over a grid."""
+        for pool in (1, 2, 3, 4):
+            for stride in (1, 2, 3, 5):
+                half = pool // 2
+                for pads in ((0, 0, 0, 0), (half, 0, 0, half), (half,) * 4, (0, half) * 2):
+                    for ceil in (False, True):
+                        spec = convpool.LayerSpec.make(pool=pool, pool_stride=stride,
+                                                       pool_padding=pads, ceil_mode=ceil)
+                        with convpool.Operator(self.w, threads=1, **spec.kwargs()) as op:
+                            for h, w in ((7, 7), (8, 12), (9, 4)):
+                                _, _, ph, pw = spec.output_size(h, w, 3)
+                                if ph < 1 or pw < 1:
+                                    continue
+                                self.assertEqual(op.output_shape((1, 6, h, w)),
+                                                 (1, 5, ph, pw), (spec, h, w))
+
+    def test_python_side_checks(self):
+        x, w = self.x, self.w
+        cases = [
+            (ValueError, {"padding": -1}),
+            (ValueError, {"padding": (1, 2, 3)}),
+            (TypeError, {"padding": "same"}),
+            (TypeError, {"padding": 1.5}),
+            (TypeError, {"padding": (1, None)}),
+            (ValueError, {"pool_padding": (0, -1)}),
+            (ValueError, {"activation": "gelu"}),
+            (TypeError, {"activation": 6}),
+            (TypeError, {"activation": ("0", 6)}),
+            (ValueError, {"activation": (1.0, 0.0)}),
+            (ValueError, {"activation": (np.nan, 1.0)}),
+            (ValueError, {"activation": (0, 1, 2)}),
+            (ValueError, {"pool": 2, "pool_stride": 0}),
+            (TypeError, {"pool": 2, "pool_stride": 1.0}),
+            (TypeError, {"ceil_mode": "yes"}),
+            (TypeError, {"ceil_mode": 2}),
+        ]
+        for i, (exc, kwargs) in enumerate(cases):
+            for call in (lambda: convpool.conv2d_maxpool(x, w, **kwargs),
+                         lambda: convpool.Operator(w, **kwargs)):
+                with self.subTest(i=i, kwargs=str(kwargs)):
+                    with self.assertRaises(exc) as ctx:
+                        call()
+                    self.assertNotIsInstance(ctx.exception, convpool.Error)
+                    name = next(iter(kwargs)) if len(kwargs) == 1 else list(kwargs)[-1]
+                    self.assertIn(name.split("_")[0], str(ctx.exception))
+
+    def test_library_errors_are_surfaced(self):
+        cases = [({"pool": 2, "pool_padding": 2}, "pool_padding"),
+                 ({"pool": 3, "pool_padding": (0, 0, 0, 2)}, "pool_padding right"),
+                 ({"pool": 20, "padding": 1}, "pool = 20"),
+                 ({"padding": 10**9}, "padding top")]
+        for kwargs, text in cases:
+            for call in (lambda: convpool.conv2d_maxpool(self.x, self.w, **kwargs),
+                         lambda: convpool.Operator(self.w, **kwargs)(self.x)):
+                with self.subTest(kwargs=str(kwargs)):
+                    with self.assertRaises(convpool.InvalidArgumentError) as ctx:
+                        call()
+                    self.assertIn(text, ctx.exception.message)
+                    self.assertIn(ctx.exception.message, str(ctx.exception))
+
+    def test_layer_struct_comes_from_the_library(self):
+        import ctypes
+        from convpool import _native
+        lib = _native.load()
+        layer = _native.init_struct(_native.ConvpoolLayer, lib.convpool_layer_init,
+                                    _native.FLOAT16, 7, 5, 3, 2)
+        self.assertEqual(layer.size, ctypes.sizeof(_native.ConvpoolLayer))
+        self.assertEqual((layer.dtype, layer.c_out, layer.c_in, layer.k), (1, 7, 5, 3))
+        self.assertEqual((layer.stride, layer.dilation, layer.groups), (1, 1, 1))
+        self.assertEqual((layer.pool, layer.pool_stride, layer.ceil_mode), (2, 0, 0))
+        self.assertEqual(list(layer.padding) + list(layer.pool_padding), [0] * 8)
+        self.assertEqual((layer.activation, layer.clamp_min, layer.clamp_max),
+                         (0, -np.inf, np.inf))
+        opts = _native.init_struct(_native.ConvpoolOptions, lib.convpool_options_init)
+        self.assertEqual(opts.size, ctypes.sizeof(_native.ConvpoolOptions))
+
+    def test_operator_spec_and_repr(self):
+        with convpool.Operator(self.w, pool=3, pool_stride=2, padding=(1, 2),
+                               activation="relu") as op:
+            self.assertEqual(op.spec.padding, (1, 2, 1, 2))
+            self.assertEqual(op.spec.pool_stride, 2)
+            self.assertIn("relu", repr(op))
+            self.assertIn("stride2", repr(op))
+
+    def test_float16_and_bfloat16(self):
+        kwargs = {"pool": 3, "pool_stride": 2, "padding": 1, "activation": "relu6",
+                  "pool_padding": 1, "ceil_mode": True}
+        x16, w16, b16 = (a.astype(np.float16) for a in (self.x, self.w, self.b))
+        want = torch_layer(x16, w16, b16, **kwargs)
+        got = convpool.conv2d_maxpool(x16, w16, b16, **kwargs)
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=2e-3, atol=2e-3)
+        xb, wb, bb = (convpool.float32_to_bfloat16(a) for a in (self.x, self.w, self.b))
+        want = torch_layer(*(convpool.bfloat16_to_float32(a) for a in (xb, wb, bb)), **kwargs)
+        got = convpool.conv2d_maxpool(xb, wb, bb, dtype="bfloat16", **kwargs)
+        np.testing.assert_allclose(convpool.bfloat16_to_float32(got), want, rtol=1e-2,
+                                   atol=2e-2)
 
 
 def bf16_oracle(values32):

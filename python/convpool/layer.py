@@ -1,0 +1,223 @@
+"""The parameters of a layer besides its tensors, checked and normalised.
+
+    spec = LayerSpec.make(pool=3, padding=1, activation="relu", pool_stride=2)
+    spec.output_size(224, 224, k=3)        # (OH, OW, PH, PW)
+
+A layer is max_pool2d(act(conv2d(x, w, bias, padding)), pool, pool_stride,
+pool_padding, ceil_mode) (include/convpool.h, convpool_layer):
+
+padding       conv zero padding: an int, (h, w), or (top, left, bottom, right)
+              (ONNX's order for 2-D pads: both begins, then both ends).
+activation    None, "relu", "relu6" or a (min, max) clamp of conv + bias.
+pool          max pooling window P x P (1 and stride 1: no pooling).
+pool_stride   window stride S; None = the window.
+pool_padding  -inf padding of the conv output, as padding; each side at most
+              P // 2 (torch's rule; the library checks it and names the side).
+ceil_mode     ceil sizing: PH = ceil((OH + top + bottom - P) / S) + 1, less
+              one when that last window would start in the bottom padding
+              (torch's and ONNX's rule); PW likewise.
+
+Pure Python (numpy only for the float32 rounding of clamp bounds); used by
+the binding, by convpool.reference and by convpool.torch.
+"""
+
+import math
+import operator as _operator
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["LayerSpec", "normalize_pads", "normalize_activation", "pooled_size"]
+
+INT64_MAX = 2**63 - 1
+
+#: Activation names accepted besides None and a (min, max) tuple.
+ACTIVATION_NAMES = ("relu", "relu6")
+
+
+def as_int(name, value, minimum, maximum=INT64_MAX):
+    """value as a Python int in [minimum, maximum]; bool and non-integers are TypeErrors.
+
+    The upper limit is the C type's, so that ctypes never wraps a value around.
+    """
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    try:
+        result = _operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
+    if result < minimum:
+        raise ValueError(f"{name} = {result} must be >= {minimum}")
+    if result > maximum:
+        raise ValueError(f"{name} = {result} is too large (the C API takes at most {maximum})")
+    return result
+
+
+def normalize_pads(name, value):
+    """(top, left, bottom, right) from an int, (h, w) or (top, left, bottom, right).
+
+    Each pad must be an integer >= 0. Strings (torch's "same"/"valid") are
+    refused with a TypeError: the pads they stand for depend on the filter.
+    """
+    if isinstance(value, str):
+        raise TypeError(f"{name} = {value!r}: give the pads as an int, (h, w) or "
+                        "(top, left, bottom, right)")
+    if isinstance(value, (tuple, list)):
+        items = tuple(value)
+        if len(items) == 2:
+            items = items + items
+        elif len(items) != 4:
+            raise ValueError(f"{name} = {value!r} must have 2 values (h, w) or 4 "
+                             f"(top, left, bottom, right), got {len(items)}")
+        sides = ("top", "left", "bottom", "right")
+        return tuple(as_int(f"{name} {side}", v, 0) for side, v in zip(sides, items))
+    if isinstance(value, np.ndarray):
+        return normalize_pads(name, value.tolist())
+    v = as_int(name, value, 0)
+    return (v, v, v, v)
+
+
+def _real(name, value):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer,
+                                                                      np.floating)):
+        raise TypeError(f"{name} must be a real number, got {value!r}")
+    return float(value)
+
+
+def normalize_activation(value):
+    """None, "relu", "relu6" or a (min, max) tuple of floats (min <= max, no NaN)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if value in ACTIVATION_NAMES:
+            return value
+        raise ValueError(f"activation = {value!r}; expected None, 'relu', 'relu6' or a "
+                         "(min, max) tuple")
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2:
+            raise ValueError(f"activation = {value!r}: a clamp is (min, max), got "
+                             f"{len(value)} values")
+        lo = _real("activation min", value[0])
+        hi = _real("activation max", value[1])
+        if math.isnan(lo) or math.isnan(hi):
+            raise ValueError(f"activation = {value!r}: the clamp bounds must not be NaN")
+        if lo > hi:
+            raise ValueError(f"activation = {value!r}: min {lo:g} is larger than max {hi:g}")
+        return (lo, hi)
+    raise TypeError(f"activation must be None, 'relu', 'relu6' or a (min, max) tuple, "
+                    f"got {type(value).__name__}")
+
+
+def _as_bool(name, value):
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)) and value in (0, 1):
+        return bool(value)
+    raise TypeError(f"{name} must be True or False, got {value!r}")
+
+
+def pooled_size(conv, pool, stride, pad_lo, pad_hi, ceil_mode):
+    """Pooled size along one axis, torch's rule (ONNX's for unequal pads).
+
+    floor or ceil of (conv + pad_lo + pad_hi - pool) / stride, plus one; in
+    ceil mode a last window that would start in the end padding (at or past
+    conv + pad_lo) is dropped. 0 when the window does not fit.
+    """
+    span = conv + pad_lo + pad_hi - pool
+    if span < 0:
+        return 0
+    n = (-(-span // stride) if ceil_mode else span // stride) + 1
+    if ceil_mode and (n - 1) * stride >= conv + pad_lo:
+        n -= 1
+    return n
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """Normalised layer parameters; build with LayerSpec.make(...)."""
+
+    pool: int = 1
+    padding: tuple = (0, 0, 0, 0)
+    activation: object = None          # None, "relu", "relu6" or (min, max)
+    pool_stride: int = 1               # never None here: make() fills in the window
+    pool_padding: tuple = (0, 0, 0, 0)
+    ceil_mode: bool = False
+
+    @classmethod
+    def make(cls, pool=1, padding=0, activation=None, pool_stride=None, pool_padding=0,
+             ceil_mode=False):
+        """Check and normalise the arguments (TypeError/ValueError naming the bad one)."""
+        pool = as_int("pool", pool, 1)
+        stride = pool if pool_stride is None else as_int("pool_stride", pool_stride, 1)
+        return cls(pool=pool, padding=normalize_pads("padding", padding),
+                   activation=normalize_activation(activation), pool_stride=stride,
+                   pool_padding=normalize_pads("pool_padding", pool_padding),
+                   ceil_mode=_as_bool("ceil_mode", ceil_mode))
+
+    @classmethod
+    def of(cls, value):
+        """A LayerSpec as it is, or an int pool window (the original contract)."""
+        return value if isinstance(value, cls) else cls.make(pool=value)
+
+    @property
+    def is_default(self):
+        """True for the original contract: no padding, no activation, stride = window, floor."""
+        return (self.padding == (0, 0, 0, 0) and self.activation is None
+                and self.pool_stride == self.pool and self.pool_padding == (0, 0, 0, 0)
+                and not self.ceil_mode)
+
+    @property
+    def clamp(self):
+        """(min, max) of the activation as the library applies it (float32 bounds), or None."""
+        if self.activation is None:
+            return None
+        if self.activation == "relu":
+            return (0.0, math.inf)
+        if self.activation == "relu6":
+            return (0.0, 6.0)
+        lo, hi = self.activation
+        return (float(np.float32(lo)), float(np.float32(hi)))
+
+    def output_size(self, height, width, k):
+        """(OH, OW, PH, PW) for an input height x width and a k x k filter.
+
+        OH or OW below 1 (the padded input smaller than the filter) and PH or
+        PW of 0 (the window does not fit) are returned as they are; the
+        library refuses those layers with a message.
+        """
+        t, l, b, r = self.padding
+        oh, ow = height + t + b - k + 1, width + l + r - k + 1
+        pt, pl, pb, pr = self.pool_padding
+        ph = pooled_size(oh, self.pool, self.pool_stride, pt, pb, self.ceil_mode) if oh > 0 else 0
+        pw = pooled_size(ow, self.pool, self.pool_stride, pl, pr, self.ceil_mode) if ow > 0 else 0
+        return oh, ow, ph, pw
+
+    def describe(self):
+        """Short text of what differs from the original contract ("" if nothing)."""
+        parts = []
+        if self.padding != (0, 0, 0, 0):
+            parts.append("pad" + _pads_text(self.padding))
+        if self.activation is not None:
+            parts.append(self.activation if isinstance(self.activation, str)
+                         else f"clamp[{self.activation[0]:g},{self.activation[1]:g}]")
+        if self.pool_stride != self.pool:
+            parts.append(f"stride{self.pool_stride}")
+        if self.pool_padding != (0, 0, 0, 0):
+            parts.append("ppad" + _pads_text(self.pool_padding))
+        if self.ceil_mode:
+            parts.append("ceil")
+        return " ".join(parts)
+
+    def kwargs(self):
+        """The keyword arguments of convpool.conv2d_maxpool/Operator for this spec."""
+        return {"pool": self.pool, "padding": self.padding, "activation": self.activation,
+                "pool_stride": self.pool_stride, "pool_padding": self.pool_padding,
+                "ceil_mode": self.ceil_mode}
+
+
+def _pads_text(pads):
+    if len(set(pads)) == 1:
+        return str(pads[0])
+    if pads[:2] == pads[2:]:
+        return f"({pads[0]},{pads[1]})"
+    return "(" + ",".join(str(p) for p in pads) + ")"
