@@ -142,6 +142,9 @@ for d in l32 l16; do
   "$cli" --load-dir "$tmp/$d-load" >/dev/null || { echo "$d: load-dir failed"; fail=1; }
   cmp -s "$tmp/$d/out.bin" "$tmp/$d-load/out.bin" || { echo "$d: load-dir out.bin differs from the dump"; fail=1; }
 done
+for flag in --padding --activation --pool-stride --pool-padding --ceil-mode relu6 clamp:MIN,MAX; do
+  "$cli" --help | grep -q -- "$flag" || { echo "--help does not mention $flag"; fail=1; }
+done
 # Spellings of the same layer give the same bytes: relu6 and clamp:0,6;
 # --padding N and N,N,N,N; the default pool stride and --pool-stride P.
 # shellcheck disable=SC2086

@@ -65,7 +65,7 @@ static void usage(FILE *f) {
           "  --activation none|relu|relu6|clamp:MIN,MAX\n"
           "                            applied to conv + bias before the pooling (default\n"
           "                            none; relu6 = clamp:0,6; MIN <= MAX, finite floats)\n"
-          "  --pool P                  max pool P x P, stride P (default 2; 1 = none)\n"
+          "  --pool P                  max pool window P x P (default 2; 1 = none)\n"
           "  --pool-stride S           pool window stride (>= 1; default P)\n"
           "  --pool-padding N | T,L,B,R  -inf pool padding, each <= P/2 (default 0)\n"
           "  --ceil-mode               ceil sizing of the pooled output (torch's rule;\n"
