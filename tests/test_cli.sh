@@ -1,7 +1,11 @@
 #!/bin/sh
 # The CLI: dumps are reproducible, --load-dir reproduces a dump's out.bin,
-# the timing line is printed, and every bad input gives one line on stderr
-# and exit code 2 without leaving an out.bin behind.
+# the timing line is printed, the layer flags (padding, activation, pool
+# stride and padding, ceil mode) reach the library, the dump's meta.json and
+# --show-tiling, and their dumps match an independent Python reference (the
+# standard library only; skipped without /usr/bin/python3), and every bad
+# input gives one line on stderr and exit code 2 without leaving an out.bin
+# (or anything in the dump directory) behind.
 set -u
 cli=$1
 tmp=$(mktemp -d)
@@ -21,6 +25,136 @@ cmp -s "$tmp/a/out.bin" "$tmp/c/out.bin" || { echo "load-dir out.bin differs fro
 "$cli" --dtype float16 $small --no-bias --dump-dir "$tmp/h" >/dev/null || { echo "fp16 dump failed"; fail=1; }
 [ ! -e "$tmp/h/bias.bin" ] || { echo "--no-bias dump wrote bias.bin"; fail=1; }
 [ "$(stat -c %s "$tmp/h/out.bin")" -eq $((2 * 7 * 8 * 10 * 2)) ] || { echo "fp16 out.bin has the wrong size"; fail=1; }
+
+# ---- the layer flags ----
+# reference DIR: out.bin of the dump in DIR against a float64 recomputation
+# from its meta.json (padding, activation, pool_stride, pool_padding,
+# ceil_mode read here independently of tools/meta.c) and its tensors.
+reference() {
+  /usr/bin/python3 - "$1" <<'PY'
+import json, struct, sys
+d = sys.argv[1]
+m = json.load(open(d + "/meta.json"))
+fmt = {"float32": "f", "float16": "e"}[m["dtype"]]
+es = struct.calcsize(fmt)
+def load(name):
+    raw = open(d + "/" + name, "rb").read()
+    return list(struct.unpack("<%d%s" % (len(raw) // es, fmt), raw))
+B, C, O = m["batch"], m["in_channels"], m["out_channels"]
+H, W, K, P = m["height"], m["width"], m["filter"], m["pool"]
+pt, pl, pb, pr = m.get("padding", [0, 0, 0, 0])
+qt, ql, qb, qr = m.get("pool_padding", [0, 0, 0, 0])
+S = m.get("pool_stride", P)
+ceil = m.get("ceil_mode", False)
+act = m.get("activation", "none")
+lo, hi = float("-inf"), float("inf")
+if act == "relu":
+    lo = 0.0
+elif act == "relu6":
+    lo, hi = 0.0, 6.0
+elif isinstance(act, dict):
+    lo, hi = act["clamp"]
+x, w = load("x.bin"), load("w.bin")
+b = load("bias.bin") if m["bias"] else [0.0] * O
+out = load("out.bin")
+OH, OW = H + pt + pb - K + 1, W + pl + pr - K + 1
+def pooled(n, q0, q1):  # torch's rule
+    span = n + q0 + q1 - P
+    k = (-(-span // S) if ceil else span // S) + 1
+    if ceil and (k - 1) * S >= n + q0:
+        k -= 1
+    return k
+PH, PW = pooled(OH, qt, qb), pooled(OW, ql, qr)
+if len(out) != B * O * PH * PW:
+    sys.exit("out.bin has %d values, the reference %dx%dx%dx%d" % (len(out), B, O, PH, PW))
+bad = 0
+for n in range(B):
+    for o in range(O):
+        conv, mag = {}, {}
+        for i in range(OH):
+            for j in range(OW):
+                s = a = 0.0
+                for c in range(C):
+                    for u in range(K):
+                        yy = i + u - pt
+                        if yy < 0 or yy >= H:
+                            continue
+                        xrow, wrow = ((n * C + c) * H + yy) * W, ((o * C + c) * K + u) * K
+                        for v in range(K):
+                            xx = j + v - pl
+                            if 0 <= xx < W:
+                                p = x[xrow + xx] * w[wrow + v]
+                                s += p
+                                a += abs(p)
+                conv[i, j] = min(max(s + b[o], lo), hi)
+                mag[i, j] = a + abs(b[o])
+        for r in range(PH):
+            for q in range(PW):
+                cells = [(i, j) for i in range(r * S - qt, r * S - qt + P)
+                         for j in range(q * S - ql, q * S - ql + P) if 0 <= i < OH and 0 <= j < OW]
+                ref = max(conv[c] for c in cells)
+                tol = 1e-5 * max(mag[c] for c in cells) + (2e-3 * abs(ref) if es == 2 else 0.0)
+                got = out[((n * O + o) * PH + r) * PW + q]
+                if not abs(got - ref) <= tol:
+                    bad += 1
+                    if bad <= 5:
+                        print("out[%d,%d,%d,%d] = %r, reference %r" % (n, o, r, q, got, ref))
+print("reference: %s conv %dx%d -> pooled %dx%d, %d values, %d bad, %d at the clamp min, "
+      "%d at the max" % (m["dtype"], OH, OW, PH, PW, len(out), bad,
+                         sum(v == lo for v in out), sum(v == hi for v in out)))
+sys.exit(1 if bad else 0)
+PY
+}
+
+# float32: asymmetric padding, an active clamp, overlapping 3x3 windows with
+# asymmetric pool padding and ceil sizing; float16: relu6, stride 1.
+layer32="--padding 2,0,1,3 --activation clamp:4,12.5 --pool 3 --pool-stride 2 --pool-padding 1,0,1,1 --ceil-mode"
+layer16="--dtype float16 --in-channels 2 --no-bias --padding 1 --activation relu6 --pool 2 --pool-stride 1 --pool-padding 0,1,1,0 --ceil-mode"
+# shellcheck disable=SC2086
+"$cli" $small $layer32 --show-tiling --dump-dir "$tmp/l32" >"$tmp/l32.out" || { echo "layer dump (float32) failed"; fail=1; }
+# shellcheck disable=SC2086
+"$cli" $small $layer16 --dump-dir "$tmp/l16" >/dev/null || { echo "layer dump (float16) failed"; fail=1; }
+for want in 'padding        conv 2,0,1,3 (top,left,bottom,right); pool window 3 stride 2 padding 1,0,1,1' \
+  'shape          src \[2, 5, 19, 23\] float32 -> conv 20x24 -> pool 3 -> dst \[2, 7, 11, 12\]' \
+  'activation     clamp \[4, 12.5\]' 'pool sizing    ceil'; do
+  grep -q "^$want\$" "$tmp/l32.out" || { echo "--show-tiling lacks '$want'"; fail=1; }
+done
+# The dump's meta.json has the layer keys, written as documented.
+for want in '"padding": \[2, 0, 1, 3\],' '"activation": {"clamp": \[4, 12.5\]},' '"pool_stride": 2,' \
+  '"pool_padding": \[1, 0, 1, 1\],' '"ceil_mode": true'; do
+  grep -q "^  $want\$" "$tmp/l32/meta.json" || { echo "meta.json lacks $want"; fail=1; }
+done
+grep -q '^  "activation": {"clamp": \[0, 6\]},$' "$tmp/l16/meta.json" || { echo "relu6 is not written as clamp [0, 6]"; fail=1; }
+[ "$(stat -c %s "$tmp/l32/out.bin")" -eq $((2 * 7 * 11 * 12 * 4)) ] || { echo "layer out.bin (float32) has the wrong size"; fail=1; }
+[ "$(stat -c %s "$tmp/l16/out.bin")" -eq $((2 * 7 * 19 * 23 * 2)) ] || { echo "layer out.bin (float16) has the wrong size"; fail=1; }
+# tools/check_conv.py does not read the layer keys: the dumps are checked
+# against the reference above, and reloaded with --load-dir.
+if [ -x /usr/bin/python3 ]; then
+  for d in l32 l16; do
+    reference "$tmp/$d" || { echo "$d: out.bin differs from the reference"; fail=1; }
+  done
+else
+  echo "skipped: the Python reference of the layer dumps (/usr/bin/python3 is not available)"
+fi
+for d in l32 l16; do
+  mkdir "$tmp/$d-load"
+  for f in meta.json x.bin w.bin bias.bin; do [ ! -e "$tmp/$d/$f" ] || cp "$tmp/$d/$f" "$tmp/$d-load/"; done
+  "$cli" --load-dir "$tmp/$d-load" >/dev/null || { echo "$d: load-dir failed"; fail=1; }
+  cmp -s "$tmp/$d/out.bin" "$tmp/$d-load/out.bin" || { echo "$d: load-dir out.bin differs from the dump"; fail=1; }
+done
+for flag in --padding --activation --pool-stride --pool-padding --ceil-mode relu6 clamp:MIN,MAX; do
+  "$cli" --help | grep -q -- "$flag" || { echo "--help does not mention $flag"; fail=1; }
+done
+# Spellings of the same layer give the same bytes: relu6 and clamp:0,6;
+# --padding N and N,N,N,N; the default pool stride and --pool-stride P.
+# shellcheck disable=SC2086
+if ! "$cli" $small --activation relu6 --padding 1 --dump-dir "$tmp/s1" >/dev/null ||
+  ! "$cli" $small --activation clamp:0,6 --padding 1,1,1,1 --pool-stride 2 --dump-dir "$tmp/s2" >/dev/null; then
+  echo "spelling dumps failed"; fail=1
+fi
+for f in out.bin meta.json; do
+  cmp -s "$tmp/s1/$f" "$tmp/s2/$f" || { echo "relu6/clamp:0,6, --padding 1/1,1,1,1, stride: $f differs"; fail=1; }
+done
 
 out=$("$cli" --in-channels 16 --out-channels 16 --height 40 --width 40 --iters 3 --warmup 1)
 echo "$out" | grep -Eq '^\[INFO\] min=[0-9.]+ us median=[0-9.]+ us avg=[0-9.]+ us \(threads=[0-9]+, items=[0-9]+\)$' ||
@@ -86,5 +220,62 @@ done <<LIST
 --load-dir $tmp/doesnotexist|doesnotexist
 LIST
 [ ! -e "$tmp/trunc/out.bin" ] || { echo "a failed --load-dir left out.bin"; fail=1; }
+
+# The layer flags: each bad value with --dump-dir (given first, so that a
+# flag at the end has no value), which must stay empty.
+mkdir "$tmp/bad"
+while IFS='|' read -r args expect; do
+  [ -n "$args" ] || continue
+  rm -f "$tmp/err"
+  # shellcheck disable=SC2086
+  eval "\"$cli\" $small --dump-dir \"$tmp/bad\" $args" >/dev/null 2>"$tmp/err"
+  rc=$?
+  lines=$(wc -l < "$tmp/err")
+  if [ "$rc" -ne 2 ] || [ "$lines" -ne 1 ] || ! grep -q -- "$expect" "$tmp/err"; then
+    echo "bad input '$args': exit $rc, $lines stderr lines: $(cat "$tmp/err")"
+    fail=1
+  elif [ -n "$(ls -A "$tmp/bad")" ]; then
+    echo "bad input '$args' wrote into the dump directory: $(ls -A "$tmp/bad")"
+    fail=1
+  else
+    echo "refused: $args -> $(cat "$tmp/err")"
+  fi
+done <<LIST
+--padding -1|--padding = -1 must be in 0..16777216
+--padding 16777217|--padding = 16777217 must be in 0..16777216
+--padding 1,2,3|--padding = '1,2,3' must be N or T,L,B,R (one or four integers, not 3)
+--padding 1,2,3,4,5|--padding = '1,2,3,4,5' must be N or T,L,B,R
+--padding 1,x,3,4|--padding = '1,x,3,4': left 'x' is not an integer
+--padding 1,2,-3,4|--padding = '1,2,-3,4': bottom = -3 must be in 0..16777216
+--padding 0,0,0,99999999999|right = 99999999999 must be in 0..16777216
+--padding 1.5|--padding = '1.5' is not an integer
+--padding ''|--padding = '' is not an integer
+--padding|--padding needs a value
+--activation sigmoid|--activation = 'sigmoid' is not one of none, relu, relu6, clamp:MIN,MAX
+--activation RELU|--activation = 'RELU' is not one of
+--activation clamp:6,0|--activation = 'clamp:6,0': MIN 6 is larger than MAX 0
+--activation clamp:nan,1|--activation = 'clamp:nan,1': MIN is NaN
+--activation clamp:1,NaN|--activation = 'clamp:1,NaN': MAX is NaN
+--activation clamp:1|--activation = 'clamp:1' must be clamp:MIN,MAX (two numbers)
+--activation clamp:1,2,3|--activation = 'clamp:1,2,3' must be clamp:MIN,MAX
+--activation clamp:|must be clamp:MIN,MAX
+--activation clamp:a,1|MIN 'a' is not a number
+--activation clamp:0,|MAX '' is not a number
+--activation clamp:0,inf|MAX 'inf' is not a finite float32
+--activation clamp:-1e39,0|MIN '-1e39' is not a finite float32
+--activation|--activation needs a value
+--pool-stride 0|--pool-stride = 0 must be in 1..1099511627776
+--pool-stride -1|--pool-stride = -1 must be in 1..
+--pool-stride 2x|--pool-stride = '2x' is not an integer
+--pool-stride 1099511627777|--pool-stride = 1099511627777 must be in 1..1099511627776
+--pool-padding -1|--pool-padding = -1 must be in 0..
+--pool-padding 1,1|--pool-padding = '1,1' must be N or T,L,B,R
+--pool 2 --pool-padding 2|pool_padding top = 2 must be in 0..1 (at most half the pool window)
+--pool 3 --pool-padding 1,1,2,1|pool_padding bottom = 2 must be in 0..1
+--pool 4 --padding 1 --pool-padding 0,0,0,3|pool_padding right = 3 must be in 0..2
+--padding 1 --height 10 --width 10 --pool 11|pool = 11 is larger than the conv output 10x10
+--height 4 --width 4 --filter 7 --padding 1|padded input 6x6 is smaller than the filter 7
+--ceil-mode=1|unknown option '--ceil-mode=1'
+LIST
 [ $fail -eq 0 ] && echo "cli: all checks passed"
 exit $fail

@@ -5,6 +5,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,25 +25,51 @@
 
 #define EXIT_USAGE 2
 
+/* The largest conv padding the CLI takes (the library refuses more). */
+#define PAD_MAX ((int64_t)1 << 24)
+/* The largest count, size or pool stride the CLI takes. */
+#define BIG ((int64_t)1 << 40)
+/* Rounded to float32, numbers from here on overflow (2^128 - 2^103). */
+#define FLOAT_OVERFLOW 340282356779733661637539395458142568448.0
+
+static const char *const side_names[4] = {"top", "left", "bottom", "right"};
+
 typedef struct cli {
   convpool_dtype dtype;
   int64_t batch, c_in, c_out, height, width, filter, pool, seed;
   int bias, threads, rows_per_item, warmup, iters, show_tiling, profile;
   convpool_algo algo;
   const char *dump_dir, *load_dir;
+  /* the layer beyond the shape (convpool_layer) */
+  int64_t padding[4]; /* conv zero padding: top, left, bottom, right */
+  convpool_activation activation;
+  float clamp_min, clamp_max; /* CONVPOOL_ACTIVATION_CLAMP */
+  int64_t pool_stride;        /* 0: the pool */
+  int64_t pool_padding[4];    /* top, left, bottom, right */
+  int ceil_mode;
 } cli;
 
 static void usage(FILE *f) {
   fprintf(f,
           "usage: convpool [options]\n"
-          "Fused Conv2D (stride 1, no padding) + bias + MaxPool on NCHW tensors.\n"
+          "Fused Conv2D (stride 1, zero padding) + bias + activation + MaxPool on NCHW\n"
+          "tensors.\n"
           "  --dtype float32|float16|bfloat16  element type (default float32)\n"
           "  --batch N                 batch size (default 1)\n"
           "  --in-channels N           C_in (default 256)\n"
           "  --out-channels N          C_out (default 256)\n"
           "  --height N --width N      input size (default 224 x 224)\n"
           "  --filter K                filter size K x K (default 3)\n"
-          "  --pool P                  max pool P x P, stride P (default 2; 1 = none)\n"
+          "  --padding N | T,L,B,R     conv zero padding, all sides or top,left,bottom,right\n"
+          "                            (each 0..16777216; default 0)\n"
+          "  --activation none|relu|relu6|clamp:MIN,MAX\n"
+          "                            applied to conv + bias before the pooling (default\n"
+          "                            none; relu6 = clamp:0,6; MIN <= MAX, finite floats)\n"
+          "  --pool P                  max pool window P x P (default 2; 1 = none)\n"
+          "  --pool-stride S           pool window stride (>= 1; default P)\n"
+          "  --pool-padding N | T,L,B,R  -inf pool padding, each <= P/2 (default 0)\n"
+          "  --ceil-mode               ceil sizing of the pooled output (torch's rule;\n"
+          "                            default floor)\n"
           "  --bias | --no-bias        add a bias after the max (default on)\n"
           "  --threads N               threads; 0 = the usable CPUs (affinity and cgroup\n"
           "                            CPU quota), the default\n"
@@ -51,6 +79,8 @@ static void usage(FILE *f) {
           "  --seed S                  data seed (default 0)\n"
           "  --dump-dir DIR            write x.bin w.bin [bias.bin] out.bin meta.json\n"
           "  --load-dir DIR            read meta.json x.bin w.bin [bias.bin], write out.bin\n"
+          "                            (meta.json gives the layer: the shape and layer\n"
+          "                            flags are not used)\n"
           "                            (each file written goes to a new temporary file that\n"
           "                            is renamed over it: a link there is replaced, not\n"
           "                            followed)\n"
@@ -90,6 +120,105 @@ static convpool_dtype parse_dtype(const char *text) {
   die(EXIT_USAGE, "--dtype = '%s' is not one of float32, float16, bfloat16", text);
 }
 
+/* One integer of a list flag: 0 and the value, or -1 (not an integer). */
+static int parse_int_piece(const char *text, size_t len, int64_t *out) {
+  char buf[32];
+  if (len == 0 || len >= sizeof buf) return -1;
+  memcpy(buf, text, len);
+  buf[len] = '\0';
+  errno = 0;
+  char *end = NULL;
+  long long v = strtoll(buf, &end, 10);
+  if (end == buf || *end != '\0' || errno == ERANGE) return -1;
+  *out = v;
+  return 0;
+}
+
+/* --padding / --pool-padding: N (every side) or T,L,B,R, each in lo..hi. */
+static void parse_sides(const char *flag, const char *text, int64_t lo, int64_t hi,
+                        int64_t out[4]) {
+  if (text == NULL) die(EXIT_USAGE, "%s needs a value (N or T,L,B,R)", flag);
+  const char *piece[4];
+  size_t len[4];
+  int n = 0;
+  for (const char *p = text;; n++) {
+    const char *comma = strchr(p, ',');
+    if (n == 4)
+      die(EXIT_USAGE, "%s = '%s' must be N or T,L,B,R (one or four integers)", flag, text);
+    piece[n] = p;
+    len[n] = comma ? (size_t)(comma - p) : strlen(p);
+    if (comma == NULL) {
+      n++;
+      break;
+    }
+    p = comma + 1;
+  }
+  if (n != 1 && n != 4)
+    die(EXIT_USAGE, "%s = '%s' must be N or T,L,B,R (one or four integers, not %d)", flag, text, n);
+  for (int i = 0; i < n; i++) {
+    int64_t v;
+    if (parse_int_piece(piece[i], len[i], &v) != 0) {
+      if (n == 1) die(EXIT_USAGE, "%s = '%s' is not an integer", flag, text);
+      die(EXIT_USAGE, "%s = '%s': %s '%.*s' is not an integer", flag, text, side_names[i],
+          (int)len[i], piece[i]);
+    }
+    if (v < lo || v > hi) {
+      if (n == 1)
+        die(EXIT_USAGE, "%s = %lld must be in %lld..%lld", flag, (long long)v, (long long)lo,
+            (long long)hi);
+      die(EXIT_USAGE, "%s = '%s': %s = %lld must be in %lld..%lld", flag, text, side_names[i],
+          (long long)v, (long long)lo, (long long)hi);
+    }
+    out[i] = v;
+  }
+  if (n == 1) out[1] = out[2] = out[3] = out[0];
+}
+
+/* A clamp bound of --activation: a finite float (strtod, rounded to nearest). */
+static float parse_bound(const char *text, const char *what, const char *piece, size_t len) {
+  char buf[64];
+  if (len == 0 || len >= sizeof buf)
+    die(EXIT_USAGE, "--activation = '%s': %s '%.*s' is not a number", text, what, (int)len, piece);
+  memcpy(buf, piece, len);
+  buf[len] = '\0';
+  char *end = NULL;
+  const double d = strtod(buf, &end);
+  if (end == buf || *end != '\0')
+    die(EXIT_USAGE, "--activation = '%s': %s '%s' is not a number", text, what, buf);
+  if (isnan(d)) die(EXIT_USAGE, "--activation = '%s': %s is NaN", text, what);
+  if (!(d > -FLOAT_OVERFLOW && d < FLOAT_OVERFLOW))
+    die(EXIT_USAGE, "--activation = '%s': %s '%s' is not a finite float32", text, what, buf);
+  return d > FLT_MAX ? FLT_MAX : d < -FLT_MAX ? -FLT_MAX : (float)d;
+}
+
+/* --activation none|relu|relu6|clamp:MIN,MAX */
+static void parse_activation(const char *text, cli *c) {
+  if (text == NULL)
+    die(EXIT_USAGE, "--activation needs a value (none, relu, relu6, clamp:MIN,MAX)");
+  c->clamp_min = -INFINITY, c->clamp_max = INFINITY;
+  if (strcmp(text, "none") == 0) {
+    c->activation = CONVPOOL_ACTIVATION_NONE;
+  } else if (strcmp(text, "relu") == 0) {
+    c->activation = CONVPOOL_ACTIVATION_RELU;
+  } else if (strcmp(text, "relu6") == 0) {
+    c->activation = CONVPOOL_ACTIVATION_CLAMP;
+    c->clamp_min = 0.0f, c->clamp_max = 6.0f;
+  } else if (strncmp(text, "clamp:", 6) == 0) {
+    const char *lo = text + 6, *comma = strchr(lo, ',');
+    if (comma == NULL || strchr(comma + 1, ',') != NULL)
+      die(EXIT_USAGE, "--activation = '%s' must be clamp:MIN,MAX (two numbers)", text);
+    const float mn = parse_bound(text, "MIN", lo, (size_t)(comma - lo));
+    const float mx = parse_bound(text, "MAX", comma + 1, strlen(comma + 1));
+    if (mn > mx)
+      die(EXIT_USAGE, "--activation = '%s': MIN %g is larger than MAX %g", text, (double)mn,
+          (double)mx);
+    c->activation = CONVPOOL_ACTIVATION_CLAMP;
+    c->clamp_min = mn, c->clamp_max = mx;
+  } else {
+    die(EXIT_USAGE, "--activation = '%s' is not one of none, relu, relu6, clamp:MIN,MAX", text);
+  }
+}
+
 /* A directory argument; an empty one (which would name the filesystem root
    once "/x.bin" is appended) is refused. */
 static const char *parse_dir(const char *flag, const char *text) {
@@ -99,9 +228,25 @@ static const char *parse_dir(const char *flag, const char *text) {
 }
 
 static void parse_args(int argc, char **argv, cli *c) {
-  const int64_t big = (int64_t)1 << 40;
-  *c = (cli){CONVPOOL_FLOAT32, 1, 256, 256, 224, 224, 3, 2, 0, 1, 0, 0, 2, 10, 0, 0,
-             CONVPOOL_ALGO_AUTO, NULL, NULL};
+  const int64_t big = BIG;
+  *c = (cli){.dtype = CONVPOOL_FLOAT32,
+             .batch = 1,
+             .c_in = 256,
+             .c_out = 256,
+             .height = 224,
+             .width = 224,
+             .filter = 3,
+             .pool = 2,
+             .seed = 0,
+             .bias = 1,
+             .threads = 0,
+             .rows_per_item = 0,
+             .warmup = 2,
+             .iters = 10,
+             .algo = CONVPOOL_ALGO_AUTO,
+             .activation = CONVPOOL_ACTIVATION_NONE,
+             .clamp_min = -INFINITY,
+             .clamp_max = INFINITY};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -128,6 +273,16 @@ static void parse_args(int argc, char **argv, cli *c) {
       c->filter = parse_int(a, v, 1, big);
     } else if (TAKE("--pool")) {
       c->pool = parse_int(a, v, 1, big);
+    } else if (TAKE("--padding")) {
+      parse_sides(a, v, 0, PAD_MAX, c->padding);
+    } else if (TAKE("--activation")) {
+      parse_activation(v, c);
+    } else if (TAKE("--pool-stride")) {
+      c->pool_stride = parse_int(a, v, 1, big);
+    } else if (TAKE("--pool-padding")) {
+      parse_sides(a, v, 0, big, c->pool_padding); /* <= pool / 2: the library checks */
+    } else if (strcmp(a, "--ceil-mode") == 0) {
+      c->ceil_mode = 1;
     } else if (strcmp(a, "--bias") == 0) {
       c->bias = 1;
     } else if (strcmp(a, "--no-bias") == 0) {
@@ -315,6 +470,39 @@ static void load_meta(cli *c) {
   int64_t vals[] = {m.batch, m.in_channels, m.out_channels, m.height, m.width, m.filter, m.pool};
   for (int i = 0; i < 7; i++)
     if (vals[i] < 1) die(EXIT_USAGE, "meta.json: %s = %lld must be >= 1", names[i], (long long)vals[i]);
+  /* The layer keys (absent: the defaults, as meta.h says). Limits as for the flags; the
+     library checks the rest (pool_padding <= pool / 2, clamp min <= max). */
+  for (int s = 0; s < 4; s++) {
+    if (m.padding[s] > PAD_MAX)
+      die(EXIT_USAGE, "meta.json: padding %s = %lld must be in 0..%lld", side_names[s],
+          (long long)m.padding[s], (long long)PAD_MAX);
+    if (m.pool_padding[s] > BIG)
+      die(EXIT_USAGE, "meta.json: pool_padding %s = %lld must be in 0..%lld", side_names[s],
+          (long long)m.pool_padding[s], (long long)BIG);
+    c->padding[s] = m.padding[s];
+    c->pool_padding[s] = m.pool_padding[s];
+  }
+  if (m.pool_stride > BIG)
+    die(EXIT_USAGE, "meta.json: pool_stride = %lld must be in 1..%lld", (long long)m.pool_stride,
+        (long long)BIG);
+  c->pool_stride = m.pool_stride; /* 0 when absent: the pool */
+  c->ceil_mode = m.ceil_mode;
+  c->activation = m.activation == CP_META_ACT_RELU    ? CONVPOOL_ACTIVATION_RELU
+                  : m.activation == CP_META_ACT_CLAMP ? CONVPOOL_ACTIVATION_CLAMP
+                                                      : CONVPOOL_ACTIVATION_NONE;
+  c->clamp_min = -INFINITY, c->clamp_max = INFINITY;
+  if (c->activation == CONVPOOL_ACTIVATION_CLAMP)
+    c->clamp_min = m.clamp_min, c->clamp_max = m.clamp_max;
+}
+
+/* The activation as the CLI writes it ("none", "relu", "clamp [MIN, MAX]"). */
+static void activation_text(const cli *c, char *out, size_t cap) {
+  if (c->activation == CONVPOOL_ACTIVATION_RELU)
+    snprintf(out, cap, "relu");
+  else if (c->activation == CONVPOOL_ACTIVATION_CLAMP)
+    snprintf(out, cap, "clamp [%.9g, %.9g]", (double)c->clamp_min, (double)c->clamp_max);
+  else
+    snprintf(out, cap, "none");
 }
 
 /* ---- timing ---- */
@@ -359,30 +547,41 @@ int main(int argc, char **argv) {
   opt.algo = c.algo;
   opt.rows_per_item = c.rows_per_item;
 
-  /* Validate the whole shape before any large allocation. */
+  convpool_layer layer;
+  convpool_layer_init(&layer, c.dtype, c.c_out, c.c_in, c.filter, c.pool);
+  memcpy(layer.padding, c.padding, sizeof layer.padding);
+  layer.activation = c.activation;
+  layer.clamp_min = c.clamp_min, layer.clamp_max = c.clamp_max;
+  layer.pool_stride = c.pool_stride;
+  memcpy(layer.pool_padding, c.pool_padding, sizeof layer.pool_padding);
+  layer.ceil_mode = c.ceil_mode;
+
+  /* Validate the whole shape before any large allocation: byte counts, and a
+     filter that fits the padded input (so that w is not absurdly large). The
+     library validates the layer at create and gives the output shape. */
   const int64_t xd[4] = {c.batch, c.c_in, c.height, c.width};
   const int64_t wd[4] = {c.c_out, c.c_in, c.filter, c.filter};
   const size_t x_bytes = count("x", 4, xd, es), w_bytes = count("w", 4, wd, es);
   const size_t b_bytes = (size_t)c.c_out * es;
-  if (c.height < c.filter || c.width < c.filter)
-    die(EXIT_USAGE, "input %lldx%lld is smaller than the filter %lld", (long long)c.height,
-        (long long)c.width, (long long)c.filter);
-  const int64_t oh = c.height - c.filter + 1, ow = c.width - c.filter + 1;
-  if (c.pool > oh || c.pool > ow)
-    die(EXIT_USAGE, "pool = %lld is larger than the conv output %lldx%lld", (long long)c.pool,
-        (long long)oh, (long long)ow);
-  const int64_t yd[4] = {c.batch, c.c_out, oh / c.pool, ow / c.pool};
-  const size_t y_bytes = count("out", 4, yd, es);
+  /* no overflow: sizes <= 2^62, pads <= 2^24 */
+  const int64_t padded_h = c.height + c.padding[0] + c.padding[2];
+  const int64_t padded_w = c.width + c.padding[1] + c.padding[3];
+  if (padded_h < c.filter || padded_w < c.filter) {
+    if (padded_h == c.height && padded_w == c.width)
+      die(EXIT_USAGE, "input %lldx%lld is smaller than the filter %lld", (long long)c.height,
+          (long long)c.width, (long long)c.filter);
+    die(EXIT_USAGE, "padded input %lldx%lld is smaller than the filter %lld", (long long)padded_h,
+        (long long)padded_w, (long long)c.filter);
+  }
+  const int64_t oh = padded_h - c.filter + 1, ow = padded_w - c.filter + 1; /* conv output */
 
-  void *x, *w, *bias = NULL;
+  void *x = NULL, *w, *bias = NULL;
   if (c.load_dir != NULL) {
     x = read_file(c.load_dir, "x.bin", x_bytes, 1, NULL);
     w = read_file(c.load_dir, "w.bin", w_bytes, 1, NULL);
     if (c.bias) bias = read_file(c.load_dir, "bias.bin", b_bytes, 1, NULL);
   } else {
-    x = xmalloc(x_bytes, "x");
     w = xmalloc(w_bytes, "w");
-    fill(x, x_bytes / es, c.dtype, (uint64_t)c.seed * 4 + 1);
     fill(w, w_bytes / es, c.dtype, (uint64_t)c.seed * 4 + 2);
     if (c.bias) {
       bias = xmalloc(b_bytes, "bias");
@@ -392,8 +591,15 @@ int main(int argc, char **argv) {
 
   double t0 = now_us();
   convpool_op *op = NULL;
-  check(convpool_op_create(c.dtype, w, bias, c.c_out, c.c_in, c.filter, c.pool, &opt, &op));
+  check(convpool_op_create_layer(&layer, w, bias, &opt, &op));
   const double pack_us = now_us() - t0;
+  int64_t yd[4];
+  size_t y_bytes = 0;
+  check(convpool_op_output_shape(op, c.batch, c.height, c.width, yd, &y_bytes));
+  if (c.load_dir == NULL) {
+    x = xmalloc(x_bytes, "x");
+    fill(x, x_bytes / es, c.dtype, (uint64_t)c.seed * 4 + 1);
+  }
   if (c.dump_dir == NULL) { /* the operator holds its packed copy */
     free(w);
     free(bias);
@@ -405,6 +611,9 @@ int main(int argc, char **argv) {
     char text[4096];
     check(convpool_op_describe(op, c.batch, c.height, c.width, text, sizeof text));
     fputs(text, stdout);
+    char act[96];
+    activation_text(&c, act, sizeof act);
+    printf("activation     %s\npool sizing    %s\n", act, c.ceil_mode ? "ceil" : "floor");
   }
   void *y = xmalloc(y_bytes, "out");
 
@@ -468,7 +677,23 @@ int main(int argc, char **argv) {
     write_file(c.dump_dir, "w.bin", w, w_bytes);
     if (c.bias) write_file(c.dump_dir, "bias.bin", bias, b_bytes);
     write_file(c.dump_dir, "out.bin", y, y_bytes);
-    cp_meta m = {{0}, c.batch, c.c_in, c.c_out, c.height, c.width, c.filter, c.pool, c.seed, c.bias};
+    cp_meta m = {.batch = c.batch,
+                 .in_channels = c.c_in,
+                 .out_channels = c.c_out,
+                 .height = c.height,
+                 .width = c.width,
+                 .filter = c.filter,
+                 .pool = c.pool,
+                 .seed = c.seed,
+                 .bias = c.bias,
+                 .ceil_mode = c.ceil_mode,
+                 .pool_stride = c.pool_stride > 0 ? c.pool_stride : c.pool};
+    memcpy(m.padding, c.padding, sizeof m.padding);
+    memcpy(m.pool_padding, c.pool_padding, sizeof m.pool_padding);
+    m.activation = c.activation == CONVPOOL_ACTIVATION_RELU    ? CP_META_ACT_RELU
+                   : c.activation == CONVPOOL_ACTIVATION_CLAMP ? CP_META_ACT_CLAMP
+                                                               : CP_META_ACT_NONE;
+    if (m.activation == CP_META_ACT_CLAMP) m.clamp_min = c.clamp_min, m.clamp_max = c.clamp_max;
     snprintf(m.dtype, sizeof m.dtype, "%s", convpool_dtype_name(c.dtype));
     char text[1024];
     int n = cp_meta_format(&m, text, sizeof text);

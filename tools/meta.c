@@ -22,8 +22,10 @@
  */
 #include "meta.h"
 
+#include <float.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct cp_json {
@@ -334,24 +336,56 @@ static int cp_json_value(cp_json *j, int depth) {
   }
 }
 
-enum { K_DTYPE, K_BATCH, K_CIN, K_COUT, K_H, K_W, K_FILTER, K_POOL, K_BIAS, K_SEED, K_COUNT };
-static const char *const cp_meta_keys[K_COUNT] = {"dtype",  "batch", "in_channels", "out_channels",
-                                                  "height", "width", "filter",      "pool",
-                                                  "bias",   "seed"};
+/* The keys up to K_BIAS are required, the others optional. */
+enum {
+  K_DTYPE,
+  K_BATCH,
+  K_CIN,
+  K_COUT,
+  K_H,
+  K_W,
+  K_FILTER,
+  K_POOL,
+  K_BIAS,
+  K_SEED,
+  K_PADDING,
+  K_ACTIVATION,
+  K_POOL_STRIDE,
+  K_POOL_PADDING,
+  K_CEIL_MODE,
+  K_COUNT
+};
+static const char *const cp_meta_keys[K_COUNT] = {
+    "dtype",   "batch",      "in_channels", "out_channels", "height",
+    "width",   "filter",     "pool",        "bias",         "seed",
+    "padding", "activation", "pool_stride", "pool_padding", "ceil_mode"};
 
-/* An integer key's value: a JSON integer in 0 .. 2^62. */
-static int cp_meta_int(cp_json *j, const char *key, int64_t *out) {
+/* Rounded to float32, numbers from here on overflow (2^128 - 2^103: half an
+   ulp above FLT_MAX, where round-to-nearest-even goes to infinity). */
+#define CP_FLOAT_OVERFLOW 340282356779733661637539395458142568448.0
+
+/* Is the value at pos a number (by its first byte)? */
+static int cp_json_at_number(const cp_json *j) {
+  const unsigned char c = j->pos < j->len ? j->s[j->pos] : 0;
+  return j->pos < j->len && (c == '-' || cp_is_digit(c));
+}
+
+/*
+ * An integer value: a JSON integer in 0 .. 2^62. `label` names it in
+ * messages; `depth` containers enclose it. *got is set to 1 when *out was
+ * set. Anything else is recorded as invalid and skipped.
+ */
+static int cp_meta_int(cp_json *j, const char *label, int depth, int64_t *out, int *got) {
   const size_t at = j->pos;
-  const unsigned char c = at < j->len ? j->s[at] : 0;
-  if (at >= j->len || (c != '-' && !cp_is_digit(c))) {
-    cp_json_invalid(j, at, "\"%s\" must be an integer", key);
-    return cp_json_value(j, 1);
+  if (!cp_json_at_number(j)) {
+    cp_json_invalid(j, at, "%s must be an integer", label);
+    return cp_json_value(j, depth);
   }
   cp_number nb;
   int rc = cp_json_number(j, &nb);
   if (rc != 0) return rc;
   if (nb.fraction || nb.exponent) {
-    cp_json_invalid(j, at, "\"%s\" must be an integer", key);
+    cp_json_invalid(j, at, "%s must be an integer", label);
     return 0;
   }
   uint64_t v = 0;
@@ -359,25 +393,203 @@ static int cp_meta_int(cp_json *j, const char *key, int64_t *out) {
   for (size_t i = 0; i < nb.ndigits; i++) {
     const uint64_t d = (uint64_t)(j->s[nb.digits + i] - '0');
     if (v > (limit - d) / 10) { /* checked before it could wrap */
-      cp_json_invalid(j, at, "\"%s\" is too large (the limit is 2^62)", key);
+      cp_json_invalid(j, at, "%s is too large (the limit is 2^62)", label);
       return 0;
     }
     v = v * 10 + d;
   }
   if (nb.negative) {
-    cp_json_invalid(j, at, "\"%s\" = -%llu must not be negative", key, (unsigned long long)v);
+    cp_json_invalid(j, at, "%s = -%llu must not be negative", label, (unsigned long long)v);
     return 0;
   }
   *out = (int64_t)v;
+  *got = 1;
+  return 0;
+}
+
+/*
+ * A clamp bound: any JSON number that rounds to a finite float32 (strtod,
+ * then to nearest). Numbers are short in practice; a long one is copied to
+ * the heap to be NUL-terminated for strtod.
+ */
+static int cp_meta_float(cp_json *j, const char *label, int depth, float *out, int *got) {
+  const size_t at = j->pos;
+  if (!cp_json_at_number(j)) {
+    cp_json_invalid(j, at, "%s must be a number", label);
+    return cp_json_value(j, depth);
+  }
+  cp_number nb;
+  int rc = cp_json_number(j, &nb);
+  if (rc != 0) return rc;
+  const size_t n = j->pos - at;
+  char small[64];
+  char *text = n < sizeof small ? small : malloc(n + 1);
+  if (text == NULL) {
+    cp_json_invalid(j, at, "%s: no memory to read a number of %zu characters", label, n);
+    return 0;
+  }
+  memcpy(text, j->s + at, n);
+  text[n] = '\0';
+  const double d = strtod(text, NULL); /* the grammar was checked: all of it is read */
+  if (text != small) free(text);
+  if (!(d > -CP_FLOAT_OVERFLOW && d < CP_FLOAT_OVERFLOW)) {
+    cp_json_invalid(j, at, "%s is beyond the float32 range", label);
+    return 0;
+  }
+  /* Between FLT_MAX and the overflow point the nearest float is FLT_MAX. */
+  *out = d > FLT_MAX ? FLT_MAX : d < -FLT_MAX ? -FLT_MAX : (float)d;
+  *got = 1;
+  return 0;
+}
+
+/*
+ * An array of exactly `n` items (pos at its '['), each read by `item` (an
+ * integer or a float reader) into out[i]; `depth` containers enclose the
+ * array. `what` describes the expected array in messages. Returns a syntax
+ * result; problems of meaning are recorded. *got is 1 when all n were read.
+ */
+typedef int (*cp_item_reader)(cp_json *j, const char *label, int depth, void *out, int *got);
+
+static int cp_int_item(cp_json *j, const char *label, int depth, void *out, int *got) {
+  return cp_meta_int(j, label, depth, out, got);
+}
+
+static int cp_float_item(cp_json *j, const char *label, int depth, void *out, int *got) {
+  return cp_meta_float(j, label, depth, out, got);
+}
+
+static int cp_meta_array(cp_json *j, const char *key, const char *what, int depth, size_t n,
+                         cp_item_reader item, size_t item_size, void *out, int *got) {
+  const size_t at = j->pos;
+  if (j->pos >= j->len || j->s[j->pos] != '[') {
+    cp_json_invalid(j, at, "\"%s\" must be %s", key, what);
+    return cp_json_value(j, depth);
+  }
+  j->pos++;
+  cp_json_space(j);
+  size_t count = 0, read = 0;
+  int64_t items[4]; /* n <= 4 items of at most 8 bytes */
+  if (j->pos < j->len && j->s[j->pos] == ']') {
+    j->pos++;
+  } else {
+    for (;;) {
+      char label[48];
+      snprintf(label, sizeof label, "\"%s\"[%zu]", key, count);
+      int64_t scratch; /* items past n are checked, not kept */
+      int one = 0;
+      int rc =
+          item(j, label, depth + 1,
+               count < n ? (unsigned char *)items + count * item_size : (void *)&scratch, &one);
+      if (rc != 0) return rc;
+      read += (size_t)one;
+      count++;
+      cp_json_space(j);
+      if (j->pos < j->len && j->s[j->pos] == ',') {
+        j->pos++;
+        cp_json_space(j);
+        continue;
+      }
+      if (j->pos < j->len && j->s[j->pos] == ']') {
+        j->pos++;
+        break;
+      }
+      return cp_json_unexpected(j, "',' or ']'");
+    }
+  }
+  if (count != n) {
+    cp_json_invalid(j, at, "\"%s\" has %zu items: it must be %s", key, count, what);
+  } else if (read == n) {
+    memcpy(out, items, n * item_size);
+    *got = 1;
+  }
+  return 0;
+}
+
+/* [top, left, bottom, right] (pos at the value). */
+static int cp_meta_sides(cp_json *j, const char *key, int64_t out[4]) {
+  int got = 0;
+  return cp_meta_array(j, key, "an array of 4 integers [top, left, bottom, right]", 1, 4,
+                       cp_int_item, sizeof(int64_t), out, &got);
+}
+
+/* "none", "relu", "relu6" or {"clamp": [min, max]} (pos at the value). */
+static int cp_meta_activation(cp_json *j, cp_meta *meta) {
+  static const char want[] =
+      "\"activation\" must be \"none\", \"relu\", \"relu6\" or {\"clamp\": [min, max]}";
+  const size_t at = j->pos;
+  const unsigned char c = at < j->len ? j->s[at] : 0;
+  int rc;
+  if (at < j->len && c == '"') {
+    char name[8];
+    cp_text t = {name, sizeof name, 0};
+    if ((rc = cp_json_string(j, &t)) != 0) return rc;
+    /* compared with the full decoded length ("relu\u0000" is not "relu") */
+    if (t.len == 4 && memcmp(name, "none", 4) == 0) {
+      meta->activation = CP_META_ACT_NONE;
+    } else if (t.len == 4 && memcmp(name, "relu", 4) == 0) {
+      meta->activation = CP_META_ACT_RELU;
+    } else if (t.len == 5 && memcmp(name, "relu6", 5) == 0) {
+      meta->activation = CP_META_ACT_CLAMP;
+      meta->clamp_min = 0.0f, meta->clamp_max = 6.0f;
+    } else {
+      cp_json_invalid(j, at, "%s", want);
+    }
+    return 0;
+  }
+  if (at >= j->len || c != '{') {
+    cp_json_invalid(j, at, "%s", want);
+    return cp_json_value(j, 1);
+  }
+  j->pos++;
+  cp_json_space(j);
+  int members = 0, clamp = 0, got = 0;
+  float bounds[2] = {0, 0};
+  if (j->pos < j->len && j->s[j->pos] == '}') {
+    j->pos++;
+  } else {
+    for (;;) {
+      char key[8];
+      cp_text kt = {key, sizeof key, 0};
+      if ((rc = cp_json_key(j, &kt)) != 0) return rc;
+      members++;
+      if (members == 1 && kt.len == 5 && memcmp(key, "clamp", 5) == 0) {
+        clamp = 1;
+        rc = cp_meta_array(j, "clamp", "an array of 2 numbers [min, max]", 2, 2, cp_float_item,
+                           sizeof(float), bounds, &got);
+      } else {
+        rc = cp_json_value(j, 2);
+      }
+      if (rc != 0) return rc;
+      cp_json_space(j);
+      if (j->pos < j->len && j->s[j->pos] == ',') {
+        j->pos++;
+        cp_json_space(j);
+        continue;
+      }
+      if (j->pos < j->len && j->s[j->pos] == '}') {
+        j->pos++;
+        break;
+      }
+      return cp_json_unexpected(j, "',' or '}'");
+    }
+  }
+  if (members != 1 || !clamp) {
+    cp_json_invalid(j, at,
+                    "an \"activation\" object must have exactly one key: {\"clamp\": [min, max]}");
+  } else if (got) {
+    meta->activation = CP_META_ACT_CLAMP;
+    meta->clamp_min = bounds[0], meta->clamp_max = bounds[1];
+  }
   return 0;
 }
 
 /* The top-level object (pos at its '{'). */
 static int cp_meta_object(cp_json *j, cp_meta *meta, int seen[K_COUNT]) {
   int64_t *const ints[K_COUNT] = {
-      NULL,          &meta->batch, &meta->in_channels, &meta->out_channels,
-      &meta->height, &meta->width, &meta->filter,      &meta->pool,
-      NULL,          &meta->seed};
+      [K_BATCH] = &meta->batch, [K_CIN] = &meta->in_channels, [K_COUT] = &meta->out_channels,
+      [K_H] = &meta->height,    [K_W] = &meta->width,         [K_FILTER] = &meta->filter,
+      [K_POOL] = &meta->pool,   [K_SEED] = &meta->seed,       [K_POOL_STRIDE] = &meta->pool_stride,
+  };
   int rc;
   j->pos++;
   cp_json_space(j);
@@ -417,20 +629,34 @@ static int cp_meta_object(cp_json *j, cp_meta *meta, int seen[K_COUNT]) {
         cp_json_invalid(j, at, "\"dtype\" must be a string");
         rc = cp_json_value(j, 1);
       }
-    } else if (id == K_BIAS) {
+    } else if (id == K_BIAS || id == K_CEIL_MODE) {
       seen[id] = 1;
       int which = -1;
       const unsigned char c = j->pos < j->len ? j->s[j->pos] : 0;
       if (c == 't' || c == 'f') {
         rc = cp_json_literal(j, &which);
-        meta->bias = which == 1;
+        *(id == K_BIAS ? &meta->bias : &meta->ceil_mode) = which == 1;
       } else {
-        cp_json_invalid(j, at, "\"bias\" must be true or false");
+        cp_json_invalid(j, at, "\"%s\" must be true or false", cp_meta_keys[id]);
         rc = cp_json_value(j, 1);
       }
+    } else if (id == K_PADDING || id == K_POOL_PADDING) {
+      seen[id] = 1;
+      rc = cp_meta_sides(j, cp_meta_keys[id], id == K_PADDING ? meta->padding : meta->pool_padding);
+    } else if (id == K_ACTIVATION) {
+      seen[id] = 1;
+      rc = cp_meta_activation(j, meta);
     } else {
       seen[id] = 1;
-      rc = cp_meta_int(j, cp_meta_keys[id], ints[id]);
+      char label[32];
+      snprintf(label, sizeof label, "\"%s\"", cp_meta_keys[id]);
+      int64_t v = 0;
+      int got = 0;
+      rc = cp_meta_int(j, label, 1, &v, &got);
+      if (got && id == K_POOL_STRIDE && v < 1)
+        cp_json_invalid(j, at, "\"pool_stride\" = %lld must be >= 1", (long long)v);
+      else if (got)
+        *ints[id] = v;
     }
     if (rc != 0) return rc;
     cp_json_space(j);
@@ -464,7 +690,7 @@ int cp_meta_parse(const char *text, size_t len, cp_meta *meta, char *err, size_t
   if (j.pos != len) return cp_json_syntax(&j, "trailing characters after the top-level value");
   if (j.invalid) return CP_META_INVALID;
   for (int i = 0; i < K_COUNT; i++)
-    if (!seen[i] && i != K_SEED) {
+    if (!seen[i] && i < K_SEED) {
       cp_json_invalid(&j, j.pos, "missing key \"%s\"", cp_meta_keys[i]);
       return CP_META_INVALID;
     }
@@ -472,13 +698,37 @@ int cp_meta_parse(const char *text, size_t len, cp_meta *meta, char *err, size_t
 }
 
 int cp_meta_format(const cp_meta *m, char *out, size_t cap) {
+  char activation[96];
+  if (m->activation == CP_META_ACT_NONE) {
+    snprintf(activation, sizeof activation, "\"none\"");
+  } else if (m->activation == CP_META_ACT_RELU) {
+    snprintf(activation, sizeof activation, "\"relu\"");
+  } else if (m->activation == CP_META_ACT_CLAMP) {
+    /* JSON has no infinity or NaN; 9 significant digits give the float back */
+    if (!(m->clamp_min >= -FLT_MAX && m->clamp_min <= FLT_MAX && m->clamp_max >= -FLT_MAX &&
+          m->clamp_max <= FLT_MAX))
+      return -1;
+    snprintf(activation, sizeof activation, "{\"clamp\": [%.9g, %.9g]}", (double)m->clamp_min,
+             (double)m->clamp_max);
+  } else {
+    return -1;
+  }
+  char stride[48] = ""; /* 0: absent (the stride is the pool) */
+  if (m->pool_stride > 0)
+    snprintf(stride, sizeof stride, "  \"pool_stride\": %lld,\n", (long long)m->pool_stride);
+  const int64_t *p = m->padding, *q = m->pool_padding;
   int n =
       snprintf(out, cap,
                "{\n  \"dtype\": \"%s\",\n  \"batch\": %lld,\n  \"in_channels\": %lld,\n"
                "  \"out_channels\": %lld,\n  \"height\": %lld,\n  \"width\": %lld,\n"
-               "  \"filter\": %lld,\n  \"pool\": %lld,\n  \"bias\": %s,\n  \"seed\": %lld\n}\n",
+               "  \"filter\": %lld,\n  \"pool\": %lld,\n  \"bias\": %s,\n  \"seed\": %lld,\n"
+               "  \"padding\": [%lld, %lld, %lld, %lld],\n  \"activation\": %s,\n"
+               "%s  \"pool_padding\": [%lld, %lld, %lld, %lld],\n"
+               "  \"ceil_mode\": %s\n}\n",
                m->dtype, (long long)m->batch, (long long)m->in_channels, (long long)m->out_channels,
                (long long)m->height, (long long)m->width, (long long)m->filter, (long long)m->pool,
-               m->bias ? "true" : "false", (long long)m->seed);
+               m->bias ? "true" : "false", (long long)m->seed, (long long)p[0], (long long)p[1],
+               (long long)p[2], (long long)p[3], activation, stride, (long long)q[0],
+               (long long)q[1], (long long)q[2], (long long)q[3], m->ceil_mode ? "true" : "false");
   return n < 0 || (size_t)n >= cap ? -1 : n;
 }

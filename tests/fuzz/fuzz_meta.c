@@ -11,11 +11,15 @@
  *    line with no control character below 0x20 (no newline, carriage return
  *    or escape: it is printed as the CLI's single stderr line),
  *    and small capacities (0 .. 16) are respected byte for byte;
- *  - on 0: every integer is in 0 .. 2^62 and appears in the input as a
- *    maximal run of decimal digits (no silent wrap-around), bias is 0 or 1,
- *    dtype is a NUL-terminated string, and cp_meta_format -> cp_meta_parse
- *    gives the same values back (when dtype needs no escaping and was not
- *    cut to fit its 16-byte buffer).
+ *  - on 0: every integer (the padding and pool_padding items and pool_stride
+ *    included) is in 0 .. 2^62 and, unless 0, appears in the input as a
+ *    maximal run of decimal digits (no silent wrap-around); bias and
+ *    ceil_mode are 0 or 1; the activation is
+ *    none, relu or clamp, a clamp's bounds are finite floats and the others'
+ *    are 0; dtype is a NUL-terminated string; and cp_meta_format ->
+ *    cp_meta_parse gives the same values back, clamp bounds bit for bit
+ *    (when dtype needs no escaping and was not cut to fit its 16-byte
+ *    buffer).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -67,7 +71,18 @@ static int same_meta(const cp_meta *a, const cp_meta *b) {
   return strcmp(a->dtype, b->dtype) == 0 && a->batch == b->batch &&
          a->in_channels == b->in_channels && a->out_channels == b->out_channels &&
          a->height == b->height && a->width == b->width && a->filter == b->filter &&
-         a->pool == b->pool && a->seed == b->seed && a->bias == b->bias;
+         a->pool == b->pool && a->seed == b->seed && a->bias == b->bias &&
+         memcmp(a->padding, b->padding, sizeof a->padding) == 0 && a->activation == b->activation &&
+         memcmp(&a->clamp_min, &b->clamp_min, sizeof a->clamp_min) == 0 &&
+         memcmp(&a->clamp_max, &b->clamp_max, sizeof a->clamp_max) == 0 &&
+         a->pool_stride == b->pool_stride &&
+         memcmp(a->pool_padding, b->pool_padding, sizeof a->pool_padding) == 0 &&
+         a->ceil_mode == b->ceil_mode;
+}
+
+/* Is f a finite float (no libm)? */
+static int finite_float(float f) {
+  return f == f && f - f == 0.0f;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -96,19 +111,36 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       FUZZ_ASSERT((unsigned char)*p >= 0x20,
                   "the reason contains control byte 0x%02x: \"%s\"", (unsigned char)*p, err);
   } else {
-    const int64_t ints[8] = {m.batch, m.in_channels, m.out_channels, m.height,
-                             m.width, m.filter,      m.pool,         m.seed};
-    static const char *const names[8] = {"batch", "in_channels", "out_channels", "height",
-                                         "width", "filter",      "pool",         "seed"};
-    for (int i = 0; i < 8; i++) {
+    const int64_t ints[17] = {
+        m.batch,           m.in_channels,    m.out_channels, m.height,          m.width,
+        m.filter,          m.pool,           m.seed,         m.padding[0],      m.padding[1],
+        m.padding[2],      m.padding[3],     m.pool_stride,  m.pool_padding[0], m.pool_padding[1],
+        m.pool_padding[2], m.pool_padding[3]};
+    static const char *const names[17] = {
+        "batch",           "in_channels",    "out_channels", "height",          "width",
+        "filter",          "pool",           "seed",         "padding[0]",      "padding[1]",
+        "padding[2]",      "padding[3]",     "pool_stride",  "pool_padding[0]", "pool_padding[1]",
+        "pool_padding[2]", "pool_padding[3]"};
+    for (int i = 0; i < 17; i++) {
       FUZZ_ASSERT(ints[i] >= 0 && ints[i] <= ((int64_t)1 << 62), "%s = %lld out of range",
                   names[i], (long long)ints[i]);
-      if (i < 7 || ints[i] != 0) /* seed is optional: 0 when absent */
+      if (i < 7 || ints[i] != 0) /* the optional keys: 0 when absent */
         FUZZ_ASSERT(has_number(data, size, ints[i]),
                     "%s = %lld does not appear in the input (wrapped?)", names[i],
                     (long long)ints[i]);
     }
     FUZZ_ASSERT(m.bias == 0 || m.bias == 1, "bias = %d", m.bias);
+    FUZZ_ASSERT(m.ceil_mode == 0 || m.ceil_mode == 1, "ceil_mode = %d", m.ceil_mode);
+    FUZZ_ASSERT(m.activation == CP_META_ACT_NONE || m.activation == CP_META_ACT_RELU ||
+                    m.activation == CP_META_ACT_CLAMP,
+                "activation = %d", m.activation);
+    if (m.activation == CP_META_ACT_CLAMP)
+      FUZZ_ASSERT(finite_float(m.clamp_min) && finite_float(m.clamp_max),
+                  "clamp bounds %g, %g are not finite", (double)m.clamp_min, (double)m.clamp_max);
+    else
+      FUZZ_ASSERT(m.clamp_min == 0.0f && m.clamp_max == 0.0f,
+                  "clamp bounds %g, %g set without a clamp", (double)m.clamp_min,
+                  (double)m.clamp_max);
     FUZZ_ASSERT(memchr(m.dtype, '\0', sizeof m.dtype) != NULL, "dtype is not terminated");
     /* A dtype that filled its buffer may have been cut (even inside a UTF-8
        sequence); such a value can never name a dtype, so only shorter ones

@@ -9,7 +9,9 @@
  *
  * CLASS is ok, syntax (not JSON), invalid (JSON, not a valid meta.json) or
  * limit (nested deeper than CP_META_MAX_DEPTH); DETAIL is the values read
- * (ok: "dtype=float32 batch=2 ... bias=1 seed=0") or the message. Used by meta_differential.py
+ * (ok: "dtype=float32 batch=2 ... bias=1 seed=0 padding=0,0,0,0 activation=none
+ * pool_stride=0 pool_padding=0,0,0,0 ceil_mode=0"; a clamp as
+ * "activation=clamp:MIN,MAX" with %.9g bounds) or the message. Used by meta_differential.py
  * to compare the parser with Python's json module. Exit status 0 when every
  * file could be read.
  */
@@ -67,10 +69,21 @@ static void classify(const char *name, const char *text, size_t len) {
     print_escaped(m.dtype);
     printf(
         " batch=%lld in_channels=%lld out_channels=%lld height=%lld width=%lld filter=%lld "
-        "pool=%lld bias=%d seed=%lld\n",
+        "pool=%lld bias=%d seed=%lld",
         (long long)m.batch, (long long)m.in_channels, (long long)m.out_channels,
         (long long)m.height, (long long)m.width, (long long)m.filter, (long long)m.pool, m.bias,
         (long long)m.seed);
+    printf(" padding=%lld,%lld,%lld,%lld", (long long)m.padding[0], (long long)m.padding[1],
+           (long long)m.padding[2], (long long)m.padding[3]);
+    if (m.activation == CP_META_ACT_CLAMP)
+      printf(" activation=clamp:%.9g,%.9g", (double)m.clamp_min, (double)m.clamp_max);
+    else
+      printf(" activation=%s", m.activation == CP_META_ACT_RELU   ? "relu"
+                               : m.activation == CP_META_ACT_NONE ? "none"
+                                                                  : "unknown");
+    printf(" pool_stride=%lld pool_padding=%lld,%lld,%lld,%lld ceil_mode=%d\n",
+           (long long)m.pool_stride, (long long)m.pool_padding[0], (long long)m.pool_padding[1],
+           (long long)m.pool_padding[2], (long long)m.pool_padding[3], m.ceil_mode);
   } else {
     print_escaped(err);
     putchar('\n');

@@ -18,14 +18,20 @@ the parser must refuse as limit. For documents that are JSON, the meaning of
 meta.json is checked again here, independently (an object; dtype a string of
 printable ASCII of at most 15 bytes; bias true/false; the integer keys
 integers in 0..2^62 without fraction or exponent; each known key once; all
-but seed present), and must match ok/invalid, with the same values for ok.
+but seed and the layer keys present; the layer keys: padding and pool_padding
+arrays of exactly 4 such integers, pool_stride such an integer >= 1,
+ceil_mode true/false, activation "none", "relu", "relu6" or an object whose
+only member is "clamp": an array of exactly 2 numbers, each rounding to a
+finite float32), and must match ok/invalid, with the same values for ok.
 
 Usage: meta_differential.py path/to/meta_check CORPUS_DIR [MUTATIONS_PER_SEED]
 """
 import json
 import os
+import math
 import random
 import re
+import struct
 import subprocess
 import sys
 import threading
@@ -35,7 +41,9 @@ META_H = os.path.join(HERE, "..", "..", "tools", "meta.h")
 MAX_DEPTH = int(re.search(r"CP_META_MAX_DEPTH = (\d+)", open(META_H).read()).group(1))
 BOM = b"\xef\xbb\xbf"
 INT_KEYS = ["batch", "in_channels", "out_channels", "height", "width", "filter", "pool", "seed"]
-KNOWN = ["dtype"] + INT_KEYS[:-1] + ["bias", "seed"]
+LAYER_KEYS = ["padding", "activation", "pool_stride", "pool_padding", "ceil_mode"]
+KNOWN = ["dtype"] + INT_KEYS[:-1] + ["bias", "seed"] + LAYER_KEYS
+OPTIONAL = ["seed"] + LAYER_KEYS
 
 VALID = (b'{"dtype": "float32", "batch": 2, "in_channels": 3, "out_channels": 4, '
          b'"height": 10, "width": 9, "filter": 3, "pool": 2, "bias": true, "seed": 0}')
@@ -87,6 +95,74 @@ def python_syntax(data):
     return True, value
 
 
+def is_array(v):
+    return isinstance(v, list) and not isinstance(v, Obj)
+
+
+def is_string(v):
+    return isinstance(v, str) and not isinstance(v, Num)
+
+
+def integer_problem(v, name):
+    """None when v is an integer in 0..2^62 written without fraction or exponent."""
+    if not isinstance(v, Num) or not v.integer:
+        return "%s not an integer" % name
+    if v.startswith("-"):
+        return "%s negative" % name
+    if len(v) > 20 or int(v) > 2 ** 62:
+        return "%s too large" % name
+    return None
+
+
+def as_float32(v):
+    """The float32 a JSON number rounds to, or None when that is not finite."""
+    d = float(v)  # correctly rounded to double, as strtod
+    if math.isinf(d):
+        return None
+    try:
+        return struct.unpack("<f", struct.pack("<f", d))[0]  # to nearest; overflow raises
+    except OverflowError:
+        return None
+
+
+def sides(v, name):
+    """(problem, [t, l, b, r]) of padding or pool_padding."""
+    if not is_array(v):
+        return "%s not an array" % name, None
+    if len(v) != 4:
+        return "%s has %d items" % (name, len(v)), None
+    for i, item in enumerate(v):
+        problem = integer_problem(item, "%s[%d]" % (name, i))
+        if problem:
+            return problem, None
+    return None, [int(item) for item in v]
+
+
+def activation(v):
+    """(problem, text) of the activation key; text as meta_check prints it."""
+    if is_string(v):
+        names = {"none": "none", "relu": "relu", "relu6": "clamp:0,6"}
+        if v in names:
+            return None, names[v]
+        return "unknown activation %r" % v, None
+    if not isinstance(v, Obj):
+        return "activation neither a string nor an object", None
+    if len(v) != 1 or v[0][0] != "clamp":
+        return "activation object is not {clamp: ...}", None
+    bounds = v[0][1]
+    if not is_array(bounds) or len(bounds) != 2:
+        return "clamp not an array of 2", None
+    out = []
+    for b in bounds:
+        if not isinstance(b, Num):
+            return "clamp bound not a number", None
+        f = as_float32(b)
+        if f is None:
+            return "clamp bound beyond float32", None
+        out.append("%.9g" % f)
+    return None, "clamp:" + ",".join(out)
+
+
 def python_meaning(value):
     """'ok VALUES' or 'invalid REASON' for a JSON value, per tools/meta.h."""
     if not isinstance(value, Obj):
@@ -98,14 +174,37 @@ def python_meaning(value):
         if key in got:
             return "invalid", "duplicate %s" % key
         got[key] = v
+    layer = {"padding": [0, 0, 0, 0], "activation": "none", "pool_stride": 0,
+             "pool_padding": [0, 0, 0, 0], "ceil_mode": False}
     for key in KNOWN:
         if key not in got:
             if key == "seed":
                 got[key] = Num("0", True)
                 continue
+            if key in OPTIONAL:
+                continue
             return "invalid", "missing %s" % key
         v = got[key]
-        if key == "dtype":
+        if key in ("padding", "pool_padding"):
+            problem, layer[key] = sides(v, key)
+            if problem:
+                return "invalid", problem
+        elif key == "activation":
+            problem, layer[key] = activation(v)
+            if problem:
+                return "invalid", problem
+        elif key == "ceil_mode":
+            if not isinstance(v, bool):
+                return "invalid", "ceil_mode not a boolean"
+            layer[key] = v
+        elif key == "pool_stride":
+            problem = integer_problem(v, key)
+            if problem:
+                return "invalid", problem
+            if int(v) < 1:
+                return "invalid", "pool_stride below 1"
+            layer[key] = int(v)
+        elif key == "dtype":
             if not isinstance(v, str) or isinstance(v, Num):
                 return "invalid", "dtype not a string"
             if len(v.encode("utf-8", "surrogatepass")) > 15:
@@ -116,15 +215,15 @@ def python_meaning(value):
             if not isinstance(v, bool):
                 return "invalid", "bias not a boolean"
         else:
-            if not isinstance(v, Num) or not v.integer:
-                return "invalid", "%s not an integer" % key
-            if v.startswith("-"):
-                return "invalid", "%s negative" % key
-            if len(v) > 20 or int(v) > 2 ** 62:
-                return "invalid", "%s too large" % key
+            problem = integer_problem(v, key)
+            if problem:
+                return "invalid", problem
     values = "dtype=%s %s bias=%d seed=%d" % (
         got["dtype"].replace("\\", "\\x5c"), " ".join("%s=%d" % (k, int(got[k])) for k in INT_KEYS[:-1]),
         1 if got["bias"] else 0, int(got["seed"]))
+    values += " padding=%s activation=%s pool_stride=%d pool_padding=%s ceil_mode=%d" % (
+        ",".join(map(str, layer["padding"])), layer["activation"], layer["pool_stride"],
+        ",".join(map(str, layer["pool_padding"])), 1 if layer["ceil_mode"] else 0)
     return "ok", values
 
 
@@ -177,18 +276,97 @@ VALUES = [
     b'{"a":1}}', b"[1]]", b'["a",{"b":[true,false,null]}]',
 ]
 
+# The layer keys, each with a good value (VALID_LAYER has them all).
+LAYER = [("padding", b"[1, 2, 0, 3]"), ("activation", b'{"clamp": [0.5, 6]}'),
+         ("pool_stride", b"1"), ("pool_padding", b"[1, 0, 1, 1]"), ("ceil_mode", b"true")]
+
+
+def with_layer(key, fragment):
+    """VALID with every layer key, key's value replaced by fragment (bytes)."""
+    parts = [b'"%s": %s' % (k.encode(), fragment if k == key else v) for k, v in LAYER]
+    return VALID[:-1] + b", " + b", ".join(parts) + b"}"
+
+
+VALID_LAYER = with_layer(None, None)
+
+SIDES = [
+    b"[0, 0, 0, 0]", b"[1,2,3,4]", b"[4611686018427387904, 0, 0, 0]",
+    b"[0, 4611686018427387905, 0, 0]", b"[0, 0, 0, 18446744073709551626]", b"[1, 2, 3]",
+    b"[1, 2, 3, 4, 5]", b"[]", b"[[]]", b"[1, -1, 0, 0]", b"[-0, 0, 0, 0]", b"[1.0, 0, 0, 0]",
+    b"[0, 1e0, 0, 0]", b'["1", 0, 0, 0]', b"[null, 0, 0, 0]", b"[true, 0, 0, 0]",
+    b"[[1], 2, 3, 4]", b'[{"a": 1}, 2, 3, 4]', b'{"top": 1}', b"1", b'"1,2,3,4"', b"null",
+    b"[1, 2, 3, 4,]", b"[1,, 2, 3]", b"[1 2 3 4]", b"[1, 2, 3, 4", b"[01, 2, 3, 4]",
+    b"[1, 2, 3, 4]]", b"[ 1 , 2 , 3 , 4 ]", b"[1, 2, 3, x]", b"[1, 2, 3, NaN]",
+    b"[1, 2, 3, [4]]", b"[1, 2, 3, 4, [[[]]]]", b"[1, 2, 3, 4, -1]", b"[1, 2, 3, 4, 1.5]",
+]
+
+ACTIVATIONS = [
+    b'"none"', b'"relu"', b'"relu6"', b'"RELU"', b'"relu "', b'"relu\u0000"', b'"\u0072elu"',
+    b'"relu6\u0000"', b'"clamp:0,6"', b'"clamp"', b'""', b'"sigmoid"', b'"nonenone"',
+    b'{"clamp": [0, 6]}', b'{"clamp": [-1.5, 2.25e1]}', b'{"clamp": [6, 0]}', b'{"clamp": [0]}',
+    b'{"clamp": [0, 1, 2]}', b'{"clamp": []}', b'{"clamp": ["0", 6]}', b'{"clamp": [null, 6]}',
+    b'{"clamp": [true, 6]}', b'{"clamp": [[0], 6]}', b'{"clamp": 0}', b'{"clamp": "0,6"}',
+    b'{"clamp": {"min": 0, "max": 6}}', b'{"clamp": [0, 6], "x": 1}',
+    b'{"x": 1, "clamp": [0, 6]}', b'{"clamp": [0, 6], "clamp": [0, 6]}', b"{}",
+    b'{"Clamp": [0, 6]}', b'{"\u0063lamp": [0, 6]}', b'{"clamp\u0000": [0, 6]}',
+    b'{"clamp": [1e39, 0]}', b'{"clamp": [0, -1e39]}', b'{"clamp": [1e999, 0]}',
+    b'{"clamp": [3.4028234663852886e38, -3.4028234663852886e38]}',
+    b'{"clamp": [3.40282347e+38, -3.40282347e+38]}',
+    b'{"clamp": [3.4028235677973362e38, 0]}', b'{"clamp": [3.4028235677973366e38, 0]}',
+    b'{"clamp": [-3.4028235677973366e38, 0]}', b'{"clamp": [340282356779733661637539395458142568447, 0]}',
+    b'{"clamp": [1e-50, -0]}', b'{"clamp": [-0.0, 0.0]}', b'{"clamp": [1.4e-45, 1e-46]}',
+    b'{"clamp": [7e-46, 7.1e-46]}', b'{"clamp": [1.17549435e-38, 1.1754942e-38]}',
+    b'{"clamp": [0.1, 0.30000000000000004]}', b'{"clamp": [16777217, 16777219]}',
+    b'{"clamp": [1e-400, 1e-99999]}', b'{"clamp": [' + b"1" * 400 + b', 0]}',
+    b'{"clamp": [0.' + b"0" * 400 + b'1, 1' + b"0" * 30 + b']}',
+    b'{"clamp": [123456789012345678901234567890e-20, 9.999999999999999999999e0]}',
+    b'{"clamp": [-6, -0.5]}', b'{"clamp": [NaN, 1]}', b'{"clamp": [Infinity, 1]}',
+    b'{"clamp": [0, 6,]}', b'{"clamp": [0 6]}', b'{"clamp": [0, 6]', b'{"clamp" [0, 6]}',
+    b'{"clamp": [0, 6]}}', b'{"clamp": [01, 6]}', b'{"clamp": [.5, 6]}', b'{"clamp": [+1, 6]}',
+    b'{,}', b'{"clamp": [0, 6],}', b"null", b"true", b"0", b"[]", b'["clamp", 0, 6]',
+    b'[{"clamp": [0, 6]}]',
+]
+
+STRIDES = [b"0", b"1", b"2", b"-1", b"-0", b"2.0", b"2e0", b"4611686018427387904",
+           b"4611686018427387905", b'"2"', b"null", b"true", b"[2]"]
+
+BOOLEANS = [b"true", b"false", b"1", b"0", b'"true"', b"null", b"True", b"[true]"]
+
 SPACES = [b" ", b"\t", b"\n", b"\r", b"\r\n", b"\f", b"\v", b"\xc2\xa0", b"\xe2\x80\x80", b"\x00",
           BOM]
 
 
 def generated():
-    docs = {"valid": VALID, "empty": b"", "spaces only": b" \n\t\r"}
+    docs = {"valid": VALID, "empty": b"", "spaces only": b" \n\t\r", "valid layer": VALID_LAYER}
     for i, v in enumerate(VALUES):
         docs["top %d" % i] = v
         docs["extra %d" % i] = with_extra(v)
         docs["array %d" % i] = b"[" + v + b"]"
         for key in ("height", "dtype", "bias", "seed"):
             docs["%s %d" % (key, i)] = with_value(key, v)
+        for key, _ in LAYER:
+            docs["%s %d" % (key, i)] = with_layer(key, v)
+        docs["padding item %d" % i] = with_layer("padding", b"[0, " + v + b", 0, 0]")
+        docs["clamp bound %d" % i] = with_layer("activation", b'{"clamp": [0, ' + v + b"]}")
+        docs["activation member %d" % i] = with_layer("activation", b'{"clamp": [0, 6], "x": ' + v + b"}")
+    for i, v in enumerate(SIDES):
+        docs["padding side %d" % i] = with_layer("padding", v)
+        docs["pool_padding side %d" % i] = with_layer("pool_padding", v)
+        docs["padding alone %d" % i] = VALID[:-1] + b', "padding": ' + v + b"}"
+    for i, v in enumerate(ACTIVATIONS):
+        docs["activation form %d" % i] = with_layer("activation", v)
+        docs["activation alone %d" % i] = VALID[:-1] + b', "activation": ' + v + b"}"
+    for i, v in enumerate(STRIDES):
+        docs["pool_stride form %d" % i] = with_layer("pool_stride", v)
+    for i, v in enumerate(BOOLEANS):
+        docs["ceil_mode form %d" % i] = with_layer("ceil_mode", v)
+    for key, good in LAYER:
+        docs["duplicate %s" % key] = VALID_LAYER[:-1] + b', "%s": %s}' % (key.encode(), good)
+        docs["only %s" % key] = VALID[:-1] + b', "%s": %s}' % (key.encode(), good)
+        docs["%s escaped key" % key] = VALID_LAYER.replace(
+            b'"%s"' % key.encode(), b'"\\u%04x%s"' % (ord(key[0]), key[1:].encode()))
+        docs["%s key with nul" % key] = VALID_LAYER.replace(
+            b'"%s"' % key.encode(), b'"%s\\u0000"' % key.encode())
         if v.startswith(b'"'):
             docs["key %d" % i] = b"{" + v + b": 1, " + VALID[1:]
     for i, s in enumerate(SPACES):
@@ -228,6 +406,12 @@ def generated():
         docs["extra arrays %d cut" % n] = with_extra(b"[" * n + b"]" * (n - 1))
         docs["top arrays %d" % n] = b"[" * n + b"]" * n
         docs["top arrays %d bad tail" % n] = b"[" * n + b"]" * n + b"x"
+        # the layer keys' own containers count: padding's items are 2 deep,
+        # activation's clamp bounds 3
+        docs["padding item arrays %d" % n] = with_layer("padding", b"[" + b"[" * n + b"]" * n + b", 0, 0, 0]")
+        docs["clamp bound arrays %d" % n] = with_layer("activation", b'{"clamp": [' + b"[" * n + b"]" * n + b", 6]}")
+        docs["activation member objects %d" % n] = with_layer(
+            "activation", b'{"clamp": [0, 6], "x": ' + b'{"a":' * n + b"1" + b"}" * n + b"}")
     return docs
 
 

@@ -35,6 +35,14 @@ shape="--batch 2 --in-channels 3 --out-channels 4 --height 10 --width 9 --filter
 # shellcheck disable=SC2086
 "$cli" $shape --dtype bfloat16 --threads 3 --iters 1 --warmup 0 \
   --dump-dir "$tmp/goodbf16" >/dev/null || { echo "FAIL: cannot make the bfloat16 dump"; exit 1; }
+# The layer keys: padding, a clamp, pool stride and padding, ceil sizing.
+layer="--padding 1,0,2,1 --activation clamp:1,2.5 --pool 3 --pool-stride 2 --pool-padding 1 --ceil-mode"
+# shellcheck disable=SC2086
+"$cli" $shape $layer --threads 2 --iters 1 --warmup 0 --dump-dir "$tmp/goodlayer" >/dev/null ||
+  { echo "FAIL: cannot make the layer dump"; exit 1; }
+# shellcheck disable=SC2086
+"$cli" $shape --activation relu6 --padding 1 --threads 1 --iters 1 --warmup 0 \
+  --dump-dir "$tmp/goodrelu6" >/dev/null || { echo "FAIL: cannot make the relu6 dump"; exit 1; }
 
 # md5 of every regular input file (not out.bin) under $1, in a stable order.
 inputs_md5() {
@@ -183,6 +191,22 @@ else
   echo "skipped: a meta.json from Python's json.dump (/usr/bin/python3 is not available)"
 fi
 
+# The layer keys of meta.json.
+d=$(new_dir oklayer goodlayer)
+expect_loaded "dump with padding, clamp, pool stride, pool padding, ceil mode" "$d" "$tmp/goodlayer/out.bin"
+d=$(new_dir okold)
+set_meta "$d" '/"padding"\|"activation"\|"pool_stride"\|"pool_padding"\|"ceil_mode"/d; s/"seed": 0,/"seed": 0/'
+if grep -q '"padding"\|"ceil_mode"' "$d/meta.json"; then
+  echo "FAIL: the layer keys were not removed"; fail=1
+fi
+expect_loaded "meta.json without the layer keys (the defaults)" "$d" "$tmp/good32/out.bin"
+d=$(new_dir okrelu6 goodrelu6)
+set_meta "$d" 's/{"clamp": \[0, 6\]}/"relu6"/'
+expect_loaded "activation \"relu6\" for the dump's {\"clamp\": [0, 6]}" "$d" "$tmp/goodrelu6/out.bin"
+d=$(new_dir oklayerforms goodlayer)
+set_meta "$d" 's/"activation": {"clamp": \[1, 2.5\]}/"\\u0061ctivation": { "clamp" : [ 1.0e0 , 25E-1 ] }/; s/"pool_padding": \[1, 1, 1, 1\]/"pool_padding":[1,1,1,1]/'
+expect_loaded "layer keys: an escaped key, other number forms, no spaces" "$d" "$tmp/goodlayer/out.bin"
+
 # ---- tensor files ----
 d=$(new_dir x-short); head -c 2159 "$tmp/good32/x.bin" > "$d/x.bin"
 expect_refused "x.bin one byte short" "$d" "x.bin"
@@ -276,6 +300,59 @@ d=$(new_dir dot); set_meta "$d" 's/"seed": 0/"seed": 0, "x": 1./'
 expect_refused "unknown key with value 1." "$d" "decimal point"
 d=$(new_dir trailing-comma); set_meta "$d" 's/"seed": 0/"seed": 0,/'
 expect_refused "a comma before the closing brace" "$d" "string key"
+
+# ---- the layer keys ----
+d=$(new_dir pad3 goodlayer); set_meta "$d" 's/"padding": \[1, 0, 2, 1\]/"padding": [1, 0, 2]/'
+expect_refused "padding with 3 items" "$d" '"padding" has 3 items'
+d=$(new_dir pad5 goodlayer); set_meta "$d" 's/"padding": \[1, 0, 2, 1\]/"padding": [1, 0, 2, 1, 0]/'
+expect_refused "padding with 5 items" "$d" '"padding" has 5 items'
+d=$(new_dir padnum goodlayer); set_meta "$d" 's/"padding": \[1, 0, 2, 1\]/"padding": 1/'
+expect_refused "padding a number" "$d" '"padding" must be an array of 4 integers'
+d=$(new_dir padneg goodlayer); set_meta "$d" 's/"padding": \[1, 0, 2, 1\]/"padding": [1, -1, 2, 1]/'
+expect_refused "padding item -1" "$d" '"padding"\[1\] = -1 must not be negative'
+d=$(new_dir padfrac goodlayer); set_meta "$d" 's/"padding": \[1, 0, 2, 1\]/"padding": [1, 0, 2.0, 1]/'
+expect_refused "padding item 2.0" "$d" '"padding"\[2\] must be an integer'
+d=$(new_dir padstr goodlayer); set_meta "$d" 's/"padding": \[1, 0, 2, 1\]/"padding": ["1", 0, 2, 1]/'
+expect_refused "padding item a string" "$d" '"padding"\[0\] must be an integer'
+d=$(new_dir padbig goodlayer); set_meta "$d" 's/"padding": \[1, 0, 2, 1\]/"padding": [1, 0, 16777217, 1]/'
+expect_refused "padding item 2^24 + 1" "$d" "padding bottom = 16777217 must be in 0..16777216"
+d=$(new_dir padwrap goodlayer); set_meta "$d" 's/"padding": \[1, 0, 2, 1\]/"padding": [1, 0, 18446744073709551618, 1]/'
+expect_refused "padding item 2^64 + 2 (wraps to 2)" "$d" '"padding"\[2\] is too large'
+d=$(new_dir paddup goodlayer); set_meta "$d" 's/"seed": 0,/"seed": 0, "padding": [0, 0, 0, 0],/'
+expect_refused "padding twice" "$d" 'duplicate key "padding"'
+d=$(new_dir padfilter goodlayer)
+set_meta "$d" 's/"filter": 3/"filter": 11/; s/"padding": \[1, 0, 2, 1\]/"padding": [0, 0, 0, 1]/'
+expect_refused "filter 11 larger than the padded input 10x10" "$d" "padded input 10x10 is smaller than the filter 11"
+d=$(new_dir ppad goodlayer); set_meta "$d" 's/"pool_padding": \[1, 1, 1, 1\]/"pool_padding": [1, 2, 1, 1]/'
+expect_refused "pool_padding left 2 > pool 3 / 2 (the library refuses)" "$d" "pool_padding left = 2 must be in 0..1"
+d=$(new_dir ppadobj goodlayer); set_meta "$d" 's/"pool_padding": \[1, 1, 1, 1\]/"pool_padding": {"top": 1}/'
+expect_refused "pool_padding an object" "$d" '"pool_padding" must be an array'
+d=$(new_dir stride0 goodlayer); set_meta "$d" 's/"pool_stride": 2/"pool_stride": 0/'
+expect_refused "pool_stride 0" "$d" '"pool_stride" = 0 must be >= 1'
+d=$(new_dir stridebig goodlayer); set_meta "$d" 's/"pool_stride": 2/"pool_stride": 2199023255552/'
+expect_refused "pool_stride 2^41" "$d" "pool_stride = 2199023255552 must be in 1..1099511627776"
+d=$(new_dir stridestr goodlayer); set_meta "$d" 's/"pool_stride": 2/"pool_stride": "2"/'
+expect_refused "pool_stride a string" "$d" '"pool_stride" must be an integer'
+d=$(new_dir actname goodlayer); set_meta "$d" 's/{"clamp": \[1, 2.5\]}/"sigmoid"/'
+expect_refused "activation \"sigmoid\"" "$d" '"activation" must be "none", "relu", "relu6" or'
+d=$(new_dir actstr goodlayer); set_meta "$d" 's/{"clamp": \[1, 2.5\]}/"clamp:1,2.5"/'
+expect_refused "activation in the CLI's string form" "$d" '"activation" must be'
+d=$(new_dir actnul goodlayer); set_meta "$d" 's/{"clamp": \[1, 2.5\]}/"relu\\u0000"/'
+expect_refused "activation \"relu\\u0000\"" "$d" '"activation" must be'
+d=$(new_dir actorder goodlayer); set_meta "$d" 's/{"clamp": \[1, 2.5\]}/{"clamp": [2.5, 1]}/'
+expect_refused "clamp [2.5, 1] (the library refuses min > max)" "$d" "clamp \[2.5, 1\] must have min <= max"
+d=$(new_dir actone goodlayer); set_meta "$d" 's/{"clamp": \[1, 2.5\]}/{"clamp": [1]}/'
+expect_refused "clamp with one bound" "$d" '"clamp" has 1 items'
+d=$(new_dir actbig goodlayer); set_meta "$d" 's/{"clamp": \[1, 2.5\]}/{"clamp": [1, 1e39]}/'
+expect_refused "clamp bound 1e39" "$d" '"clamp"\[1\] is beyond the float32 range'
+d=$(new_dir actnan goodlayer); set_meta "$d" 's/{"clamp": \[1, 2.5\]}/{"clamp": [NaN, 2.5]}/'
+expect_refused "clamp bound NaN (not JSON)" "$d" "found 'N'"
+d=$(new_dir actextra goodlayer); set_meta "$d" 's/{"clamp": \[1, 2.5\]}/{"clamp": [1, 2.5], "slope": 0}/'
+expect_refused "activation object with a second key" "$d" "exactly one key"
+d=$(new_dir actbool goodlayer); set_meta "$d" 's/{"clamp": \[1, 2.5\]}/true/'
+expect_refused "activation true" "$d" '"activation" must be'
+d=$(new_dir ceilnum goodlayer); set_meta "$d" 's/"ceil_mode": true/"ceil_mode": 1/'
+expect_refused "ceil_mode 1" "$d" '"ceil_mode" must be true or false'
 
 # ---- structure ----
 d=$(new_dir m-missing); rm "$d/meta.json"
