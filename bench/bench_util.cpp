@@ -67,7 +67,9 @@ uint16_t f32_to_bf16(float value) {
   return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
-float bf16_to_f32(uint16_t bits) { return bits_float((uint32_t)bits << 16); }
+float bf16_to_f32(uint16_t bits) {
+  return bits_float((uint32_t)bits << 16);
+}
 
 // ---- buffers ----
 
@@ -81,7 +83,9 @@ Buffer::Buffer(size_t bytes) : bytes_(bytes) {
   std::memset(data_, 0, rounded ? rounded : 64);
 }
 
-Buffer::~Buffer() { std::free(data_); }
+Buffer::~Buffer() {
+  std::free(data_);
+}
 
 Buffer::Buffer(Buffer &&other) noexcept : data_(other.data_), bytes_(other.bytes_) {
   other.data_ = nullptr;
@@ -116,9 +120,15 @@ void fill_uniform(void *dst, convpool_dtype dtype, size_t count, uint64_t seed, 
   for (size_t i = 0; i < count; ++i) {
     const float v = lo + (float)(splitmix64(&state) >> 40) * scale;  // 24 random bits
     switch (dtype) {
-      case CONVPOOL_FLOAT32: static_cast<float *>(dst)[i] = v; break;
-      case CONVPOOL_FLOAT16: static_cast<uint16_t *>(dst)[i] = f32_to_f16(v); break;
-      case CONVPOOL_BFLOAT16: static_cast<uint16_t *>(dst)[i] = f32_to_bf16(v); break;
+      case CONVPOOL_FLOAT32:
+        static_cast<float *>(dst)[i] = v;
+        break;
+      case CONVPOOL_FLOAT16:
+        static_cast<uint16_t *>(dst)[i] = f32_to_f16(v);
+        break;
+      case CONVPOOL_BFLOAT16:
+        static_cast<uint16_t *>(dst)[i] = f32_to_bf16(v);
+        break;
     }
   }
 }
@@ -127,8 +137,12 @@ std::vector<float> to_f32(const void *src, convpool_dtype dtype, size_t count) {
   std::vector<float> out(count);
   for (size_t i = 0; i < count; ++i) {
     switch (dtype) {
-      case CONVPOOL_FLOAT32: out[i] = static_cast<const float *>(src)[i]; break;
-      case CONVPOOL_FLOAT16: out[i] = f16_to_f32(static_cast<const uint16_t *>(src)[i]); break;
+      case CONVPOOL_FLOAT32:
+        out[i] = static_cast<const float *>(src)[i];
+        break;
+      case CONVPOOL_FLOAT16:
+        out[i] = f16_to_f32(static_cast<const uint16_t *>(src)[i]);
+        break;
       case CONVPOOL_BFLOAT16:
         out[i] = bf16_to_f32(static_cast<const uint16_t *>(src)[i]);
         break;

@@ -44,18 +44,17 @@ class Buffer {
 // Fill `count` elements of `dtype` with uniform values in [lo, hi) from a
 // deterministic generator seeded with `seed` (values are generated in fp32
 // and rounded once to the storage type).
-void fill_uniform(void *dst, convpool_dtype dtype, size_t count, uint64_t seed, float lo,
-                  float hi);
+void fill_uniform(void *dst, convpool_dtype dtype, size_t count, uint64_t seed, float lo, float hi);
 
 // The fp32 values of `count` elements stored as `dtype`.
 std::vector<float> to_f32(const void *src, convpool_dtype dtype, size_t count);
 
 // Comparison of a result against an fp32 reference.
 struct Diff {
-  double max_abs = 0.0;   // max |got - ref|
-  double max_ref = 0.0;   // max |ref|
-  double rel = 0.0;       // max_abs / max_ref (0 if max_ref is 0)
-  size_t nonfinite = 0;   // elements where got is NaN/Inf but ref is not
+  double max_abs = 0.0;  // max |got - ref|
+  double max_ref = 0.0;  // max |ref|
+  double rel = 0.0;      // max_abs / max_ref (0 if max_ref is 0)
+  size_t nonfinite = 0;  // elements where got is NaN/Inf but ref is not
 };
 Diff compare(const std::vector<float> &got, const std::vector<float> &ref);
 
@@ -69,10 +68,10 @@ double minimum(const std::vector<double> &values);
 
 // CPU time counters for measuring what else ran on the machine.
 struct CpuSample {
-  double wall_s = 0.0;     // monotonic clock
-  double busy_s = 0.0;     // busy time of all CPUs, including steal (/proc/stat)
-  double self_s = 0.0;     // CPU time of this process, all threads, plus that of
-                           // its waited-for children (getrusage)
+  double wall_s = 0.0;  // monotonic clock
+  double busy_s = 0.0;  // busy time of all CPUs, including steal (/proc/stat)
+  double self_s = 0.0;  // CPU time of this process, all threads, plus that of
+                        // its waited-for children (getrusage)
   bool valid = false;
 };
 CpuSample sample_cpu();

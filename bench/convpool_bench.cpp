@@ -56,9 +56,12 @@ struct Case {
 
 const char *dtype_short(convpool_dtype d) {
   switch (d) {
-    case CONVPOOL_FLOAT16: return "fp16";
-    case CONVPOOL_BFLOAT16: return "bf16";
-    case CONVPOOL_FLOAT32: break;
+    case CONVPOOL_FLOAT16:
+      return "fp16";
+    case CONVPOOL_BFLOAT16:
+      return "bf16";
+    case CONVPOOL_FLOAT32:
+      break;
   }
   return "fp32";
 }
@@ -79,10 +82,14 @@ bool parse_dtype(const std::string &name, convpool_dtype *out) {
 // Our algorithms by their --algos names (the CLI's --impl names).
 const char *algo_name(convpool_algo a) {
   switch (a) {
-    case CONVPOOL_ALGO_SHIFT_REDUCE: return "sr";
-    case CONVPOOL_ALGO_IM2COL: return "im2col";
-    case CONVPOOL_ALGO_WINOGRAD: return "winograd";
-    case CONVPOOL_ALGO_AUTO: break;
+    case CONVPOOL_ALGO_SHIFT_REDUCE:
+      return "sr";
+    case CONVPOOL_ALGO_IM2COL:
+      return "im2col";
+    case CONVPOOL_ALGO_WINOGRAD:
+      return "winograd";
+    case CONVPOOL_ALGO_AUTO:
+      break;
   }
   return "auto";
 }
@@ -102,8 +109,7 @@ bool parse_algo(const std::string &name, convpool_algo *out) {
 
 // A comma list of distinct algorithm names ("sr,im2col,auto"); on failure
 // *why says what is wrong.
-bool parse_algo_list(const std::string &list, std::vector<convpool_algo> *out,
-                     std::string *why) {
+bool parse_algo_list(const std::string &list, std::vector<convpool_algo> *out, std::string *why) {
   std::vector<convpool_algo> algos;
   size_t start = 0;
   while (true) {
@@ -131,8 +137,8 @@ std::string case_label(const Case &c) {
   char text[160];
   std::snprintf(text, sizeof text, "%s B=%lld %lld->%lld %lldx%lld K=%lld P=%lld",
                 dtype_short(c.dtype), (long long)c.s.batch, (long long)c.s.c_in,
-                (long long)c.s.c_out, (long long)c.s.height, (long long)c.s.width,
-                (long long)c.s.k, (long long)c.s.pool);
+                (long long)c.s.c_out, (long long)c.s.height, (long long)c.s.width, (long long)c.s.k,
+                (long long)c.s.pool);
   return text;
 }
 
@@ -153,8 +159,12 @@ double case_flop(const Case &c) {
          (double)s.c_in * (double)(s.k * s.k);
 }
 
-size_t src_count(const LayerShape &s) { return (size_t)(s.batch * s.c_in * s.height * s.width); }
-size_t weight_count(const LayerShape &s) { return (size_t)(s.c_out * s.c_in * s.k * s.k); }
+size_t src_count(const LayerShape &s) {
+  return (size_t)(s.batch * s.c_in * s.height * s.width);
+}
+size_t weight_count(const LayerShape &s) {
+  return (size_t)(s.c_out * s.c_in * s.k * s.k);
+}
 size_t dst_count(const LayerShape &s) {
   return (size_t)(s.batch * s.c_out * s.out_h() * s.out_w());
 }
@@ -165,8 +175,8 @@ double case_bytes(const Case &c) {
   return e * (double)(src_count(c.s) + weight_count(c.s) + (size_t)c.s.c_out + dst_count(c.s));
 }
 
-Case make_case(convpool_dtype d, int64_t b, int64_t ci, int64_t co, int64_t h, int64_t w,
-               int64_t k, int64_t p) {
+Case make_case(convpool_dtype d, int64_t b, int64_t ci, int64_t co, int64_t h, int64_t w, int64_t k,
+               int64_t p) {
   return Case{d, LayerShape{b, ci, co, h, w, k, p}};
 }
 
@@ -212,8 +222,8 @@ bool read_cases(const std::string &path, std::vector<Case> *cases) {
     long long v[7];
     std::string extra;
     if (!parse_dtype(dtype_name, &c.dtype)) {
-      std::fprintf(stderr, "%s:%d: unknown dtype '%s' (float32, float16, bfloat16)\n",
-                   path.c_str(), number, dtype_name.c_str());
+      std::fprintf(stderr, "%s:%d: unknown dtype '%s' (float32, float16, bfloat16)\n", path.c_str(),
+                   number, dtype_name.c_str());
       return false;
     }
     if (!(fields >> v[0] >> v[1] >> v[2] >> v[3] >> v[4] >> v[5] >> v[6]) || (fields >> extra)) {
@@ -286,8 +296,8 @@ class Ours {
     convpool_options_init(&opt);
     opt.threads = threads;
     opt.algo = algo;
-    convpool_status st = convpool_op_create(dtype, d.weights.data(), d.bias.data(), s.c_out,
-                                            s.c_in, s.k, s.pool, &opt, &op_);
+    convpool_status st = convpool_op_create(dtype, d.weights.data(), d.bias.data(), s.c_out, s.c_in,
+                                            s.k, s.pool, &opt, &op_);
     if (st != CONVPOOL_SUCCESS) {
       *why = convpool_failure("convpool_op_create", st);
       return false;
@@ -310,8 +320,8 @@ class Ours {
 
   // One run; false (with *why) if the library reports a failure.
   bool run(const CaseData &d, std::string *why) {
-    const convpool_status st =
-        convpool_op_run(op_, d.src.data(), s_.batch, s_.height, s_.width, dst_.data(), dst_.bytes());
+    const convpool_status st = convpool_op_run(op_, d.src.data(), s_.batch, s_.height, s_.width,
+                                               dst_.data(), dst_.bytes());
     if (st != CONVPOOL_SUCCESS) {
       *why = convpool_failure("convpool_op_run", st);
       return false;
@@ -366,7 +376,7 @@ struct Options {
   int warmup = 1;           // untimed iterations per system
   double min_time_s = 0.2;  // short cases repeat until each system ran this long
   int max_iters = 200;
-  double gap_ms = 0.0;      // idle pause before each timed call
+  double gap_ms = 0.0;          // idle pause before each timed call
   double max_other_load = 0.1;  // rerun a case disturbed by more than this
   int retries = 2;              // reruns per case at most
   bool quick = false;
@@ -384,32 +394,31 @@ struct Options {
 };
 
 void usage(FILE *to) {
-  std::fprintf(
-      to,
-      "usage: convpool-bench [options]\n"
-      "  --cases FILE      cases, one per line: dtype batch cin cout h w k pool\n"
-      "                    (default: the seven built-in cases, see bench/README.md)\n"
-      "  --threads N       threads for every system (default: usable CPUs)\n"
-      "  --algos LIST      our algorithms to time, a comma list of sr, im2col, auto\n"
-      "                    (default auto); more than one adds a column per algorithm\n"
-      "                    and auto / best of the others\n"
-      "  --iters N         timed iterations per system, at least (default 5)\n"
-      "  --warmup N        untimed iterations per system, >= 1 (default 1)\n"
-      "  --min-time S      repeat short cases until each system ran S seconds\n"
-      "                    (default 0.2; 0 = exactly --iters)\n"
-      "  --max-iters N     cap for --min-time (default 200)\n"
-      "  --gap-ms MS       idle pause before each timed call (default 0)\n"
-      "  --retries N       rerun a case up to N times while other processes used more\n"
-      "                    than --max-other-load cores during it (default 2 and 0.1)\n"
-      "  --max-other-load X\n"
-      "  --quick           smoke run: small cases, 2 iterations, short peak\n"
-      "  --out FILE        Markdown table (default bench/results.md); the CSV and\n"
-      "                    PNG are written next to it (.csv, .png)\n"
-      "  --python PATH     interpreter for torch and the plot (default /usr/bin/python3)\n"
-      "  --no-torch --no-rss --no-plot --no-scaling   skip those parts\n"
-      "  --omp-default     keep libgomp's default spin time for oneDNN's threads\n"
-      "                    (otherwise GOMP_SPINCOUNT=10000, see bench/README.md)\n"
-      "  --help\n");
+  std::fprintf(to,
+               "usage: convpool-bench [options]\n"
+               "  --cases FILE      cases, one per line: dtype batch cin cout h w k pool\n"
+               "                    (default: the seven built-in cases, see bench/README.md)\n"
+               "  --threads N       threads for every system (default: usable CPUs)\n"
+               "  --algos LIST      our algorithms to time, a comma list of sr, im2col, auto\n"
+               "                    (default auto); more than one adds a column per algorithm\n"
+               "                    and auto / best of the others\n"
+               "  --iters N         timed iterations per system, at least (default 5)\n"
+               "  --warmup N        untimed iterations per system, >= 1 (default 1)\n"
+               "  --min-time S      repeat short cases until each system ran S seconds\n"
+               "                    (default 0.2; 0 = exactly --iters)\n"
+               "  --max-iters N     cap for --min-time (default 200)\n"
+               "  --gap-ms MS       idle pause before each timed call (default 0)\n"
+               "  --retries N       rerun a case up to N times while other processes used more\n"
+               "                    than --max-other-load cores during it (default 2 and 0.1)\n"
+               "  --max-other-load X\n"
+               "  --quick           smoke run: small cases, 2 iterations, short peak\n"
+               "  --out FILE        Markdown table (default bench/results.md); the CSV and\n"
+               "                    PNG are written next to it (.csv, .png)\n"
+               "  --python PATH     interpreter for torch and the plot (default /usr/bin/python3)\n"
+               "  --no-torch --no-rss --no-plot --no-scaling   skip those parts\n"
+               "  --omp-default     keep libgomp's default spin time for oneDNN's threads\n"
+               "                    (otherwise GOMP_SPINCOUNT=10000, see bench/README.md)\n"
+               "  --help\n");
 }
 
 bool parse_int(const char *text, int lo, int *out) {
@@ -518,7 +527,9 @@ struct TimedResult {
   double median() const { return bench::median(ms); }
 };
 
-bool is_executable(const std::string &path) { return access(path.c_str(), X_OK) == 0; }
+bool is_executable(const std::string &path) {
+  return access(path.c_str(), X_OK) == 0;
+}
 bool is_file(const std::string &path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
@@ -559,12 +570,12 @@ TimedResult run_torch(const Options &o, const Case &c, int threads, int iters,
   }
   const LayerShape &s = c.s;
   const std::vector<std::string> argv = {
-      o.python, o.torch_script, "--dtype", convpool_dtype_name(c.dtype),
-      "--batch", std::to_string(s.batch), "--cin", std::to_string(s.c_in),
-      "--cout", std::to_string(s.c_out), "--height", std::to_string(s.height),
-      "--width", std::to_string(s.width), "--k", std::to_string(s.k),
-      "--pool", std::to_string(s.pool), "--threads", std::to_string(threads),
-      "--warmup", std::to_string(o.warmup), "--iters", std::to_string(iters)};
+      o.python,   o.torch_script,           "--dtype",   convpool_dtype_name(c.dtype),
+      "--batch",  std::to_string(s.batch),  "--cin",     std::to_string(s.c_in),
+      "--cout",   std::to_string(s.c_out),  "--height",  std::to_string(s.height),
+      "--width",  std::to_string(s.width),  "--k",       std::to_string(s.k),
+      "--pool",   std::to_string(s.pool),   "--threads", std::to_string(threads),
+      "--warmup", std::to_string(o.warmup), "--iters",   std::to_string(iters)};
   std::string out;
   const int rc = bench::run_capture(argv, &out);
   const std::string version = find_value(out, "torch_version");
@@ -588,19 +599,27 @@ TimedResult run_torch(const Options &o, const Case &c, int threads, int iters,
 // algorithm algo, "onednn" or "none") on case c: the child is this program
 // re-executed in --rss-child mode, so its VmHWM covers only its own fresh
 // address space.
-long child_peak_rss_kb(const Case &c, const std::string &system, int threads,
-                       std::string *why, convpool_algo algo = CONVPOOL_ALGO_AUTO) {
+long child_peak_rss_kb(const Case &c, const std::string &system, int threads, std::string *why,
+                       convpool_algo algo = CONVPOOL_ALGO_AUTO) {
   const std::string self = bench::self_exe_path();
   if (self.empty()) {
     *why = "cannot find /proc/self/exe";
     return -1;
   }
   const LayerShape &s = c.s;
-  const std::vector<std::string> argv = {
-      self, "--rss-child", system, convpool_dtype_name(c.dtype), std::to_string(s.batch),
-      std::to_string(s.c_in), std::to_string(s.c_out), std::to_string(s.height),
-      std::to_string(s.width), std::to_string(s.k), std::to_string(s.pool),
-      std::to_string(threads), algo_name(algo)};
+  const std::vector<std::string> argv = {self,
+                                         "--rss-child",
+                                         system,
+                                         convpool_dtype_name(c.dtype),
+                                         std::to_string(s.batch),
+                                         std::to_string(s.c_in),
+                                         std::to_string(s.c_out),
+                                         std::to_string(s.height),
+                                         std::to_string(s.width),
+                                         std::to_string(s.k),
+                                         std::to_string(s.pool),
+                                         std::to_string(threads),
+                                         algo_name(algo)};
   std::string out;
   const int rc = bench::run_capture(argv, &out);
   const std::string kb = find_value(out, "vmhwm_kb");
@@ -640,8 +659,7 @@ int rss_child_main(int argc, char **argv) {
       }
     } else {
       bench::OnednnLayer layer;
-      if (!layer.init(c.dtype, c.s, threads, d.src.data(), d.weights.data(), d.bias.data(),
-                      &why)) {
+      if (!layer.init(c.dtype, c.s, threads, d.src.data(), d.weights.data(), d.bias.data(), &why)) {
         std::printf("n/a %s\n", why.c_str());
         return 1;
       }
@@ -705,9 +723,12 @@ struct CaseResult {
 // output (2^-11 and 2^-8 relative) on top.
 double tolerance_for(convpool_dtype d) {
   switch (d) {
-    case CONVPOOL_FLOAT16: return 2e-3;
-    case CONVPOOL_BFLOAT16: return 1.6e-2;
-    case CONVPOOL_FLOAT32: break;
+    case CONVPOOL_FLOAT16:
+      return 2e-3;
+    case CONVPOOL_BFLOAT16:
+      return 1.6e-2;
+    case CONVPOOL_FLOAT32:
+      break;
   }
   return 1e-4;
 }
@@ -845,7 +866,8 @@ CaseResult run_case(const Options &o, const Case &c, int threads, std::string *t
   r.torch = run_torch(o, c, threads, r.iters, torch_version);
   if (r.torch.ok) {
     const double load = bench::other_load(torch_before, bench::sample_cpu());
-    if (std::isfinite(load)) r.other_load = std::isfinite(r.other_load) ? std::max(r.other_load, load) : load;
+    if (std::isfinite(load))
+      r.other_load = std::isfinite(r.other_load) ? std::max(r.other_load, load) : load;
   }
   if (o.rss) {
     if (r.ours().time.ok)
@@ -887,8 +909,8 @@ Scaling measure_scaling(const Options &o, int threads) {
   }
   const bool dnnl_ok = dnnl1.init(sc.c.dtype, sc.c.s, 1, data.src.data(), data.weights.data(),
                                   data.bias.data(), &why) &&
-                       dnnln.init(sc.c.dtype, sc.c.s, threads, data.src.data(),
-                                  data.weights.data(), data.bias.data(), &why);
+                       dnnln.init(sc.c.dtype, sc.c.s, threads, data.src.data(), data.weights.data(),
+                                  data.bias.data(), &why);
   std::vector<double> o1, on, d1, dn;
   bool ok = true;
   const auto round = [&](bool record) {
@@ -952,8 +974,7 @@ std::string load_average() {
 // computed with fp32 FMAs).
 double peak_for(const Machine &m, convpool_dtype d) {
   if (d == CONVPOOL_BFLOAT16) return m.peak[PEAK_BF16_AVX512];
-  return m.peak[PEAK_FP32_AVX512] > 0 ? m.peak[PEAK_FP32_AVX512]
-                                            : m.peak[PEAK_FP32_AVX2];
+  return m.peak[PEAK_FP32_AVX512] > 0 ? m.peak[PEAK_FP32_AVX512] : m.peak[PEAK_FP32_AVX2];
 }
 
 std::string fmt(const char *format, double v) {
@@ -975,13 +996,15 @@ void measure_peaks(const Options &o, Machine *m, const char *when) {
     const double p = peak_fma((peak_kind)k, m->threads, seconds, trials);
     m->peak[k] = std::max(m->peak[k], p);
     if (when)
-      std::printf(" %s %s%s", peak_name((peak_kind)k),
-                  p > 0 ? fmt("%.0f", p).c_str() : "n/a", k + 1 < PEAK_COUNT ? "," : "");
+      std::printf(" %s %s%s", peak_name((peak_kind)k), p > 0 ? fmt("%.0f", p).c_str() : "n/a",
+                  k + 1 < PEAK_COUNT ? "," : "");
   }
   if (when) std::printf(" GFLOP/s\n");
 }
 
-std::string fmt_ms(double v) { return fmt(v < 10.0 ? "%.3f" : "%.1f", v); }
+std::string fmt_ms(double v) {
+  return fmt(v < 10.0 ? "%.3f" : "%.1f", v);
+}
 
 // Rates and ratios with about three significant digits, never "0" or "1e+03".
 std::string fmt_num(double v) {
@@ -989,9 +1012,13 @@ std::string fmt_num(double v) {
   return fmt(a >= 100.0 ? "%.0f" : a >= 10.0 ? "%.1f" : a >= 0.1 ? "%.2f" : "%.2g", v);
 }
 
-std::string fmt_pct(double v) { return std::isfinite(v) ? fmt_num(v) + "%" : "n/a"; }
+std::string fmt_pct(double v) {
+  return std::isfinite(v) ? fmt_num(v) + "%" : "n/a";
+}
 
-double ms_or_nan(const TimedResult &t) { return t.ok && !t.ms.empty() ? t.median() : NAN; }
+double ms_or_nan(const TimedResult &t) {
+  return t.ok && !t.ms.empty() ? t.median() : NAN;
+}
 
 // The largest max rel diff over our checked algorithms (NaN if none).
 double worst_rel_diff(const CaseResult &r) {
@@ -1041,7 +1068,9 @@ std::string algo_ms_cell(const AlgoResult &a) {
 
 // The comparison columns appear when more than one algorithm is timed;
 // "auto vs best" needs auto and at least one other.
-bool algo_columns(const Options &o) { return o.algos.size() > 1; }
+bool algo_columns(const Options &o) {
+  return o.algos.size() > 1;
+}
 bool auto_column(const Options &o) {
   return algo_columns(o) &&
          std::find(o.algos.begin(), o.algos.end(), CONVPOOL_ALGO_AUTO) != o.algos.end();
@@ -1058,17 +1087,19 @@ std::string explicit_algo_names(const Options &o) {
   return text;
 }
 
-std::string rss_cell(long kb) { return kb < 0 ? "n/a" : fmt("%.0f", (double)kb / 1024.0); }
+std::string rss_cell(long kb) {
+  return kb < 0 ? "n/a" : fmt("%.0f", (double)kb / 1024.0);
+}
 
 std::string make_markdown(const Machine &m, const Options &o, const std::vector<CaseResult> &rs,
                           const Scaling &sc) {
   std::ostringstream md;
   md << "# convpool benchmark\n\n";
   md << "Machine: " << m.brand << ", " << m.info.usable_cpus << " usable CPUs"
-     << " (L1d " << m.info.l1d_bytes / 1024 << " KiB, L2 " << m.info.l2_bytes / 1024
-     << " KiB, L3 " << m.info.l3_bytes / (1024 * 1024) << " MiB). Threads: " << m.threads
-     << ".\n\n";
-  md << "Measured FMA peak on " << m.threads << " threads (best of the samples taken at the "
+     << " (L1d " << m.info.l1d_bytes / 1024 << " KiB, L2 " << m.info.l2_bytes / 1024 << " KiB, L3 "
+     << m.info.l3_bytes / (1024 * 1024) << " MiB). Threads: " << m.threads << ".\n\n";
+  md << "Measured FMA peak on " << m.threads
+     << " threads (best of the samples taken at the "
         "start, between cases and at the end): "
      << fmt("%.0f", m.peak[PEAK_FP32_AVX512]) << " GFLOP/s fp32 AVX-512, "
      << fmt("%.0f", m.peak[PEAK_FP32_AVX2]) << " fp32 AVX2, "
@@ -1094,8 +1125,8 @@ std::string make_markdown(const Machine &m, const Options &o, const std::vector<
   md << " and both oneDNN variants run once per iteration, in a shuffled order that never "
         "repeats a system back to back. oneDNN's OpenMP "
         "threads: "
-     << m.omp_spin << ". Load average at the start / end: "
-     << m.load_start << " / " << m.load_end << " (the machine is shared; above ~0.5 the "
+     << m.omp_spin << ". Load average at the start / end: " << m.load_start << " / " << m.load_end
+     << " (the machine is shared; above ~0.5 the "
         "numbers are disturbed).\n\n";
 
   // With several algorithms, their times (and auto vs best) follow "ours ms".
@@ -1119,13 +1150,12 @@ std::string make_markdown(const Machine &m, const Options &o, const std::vector<
       for (const AlgoResult &a : r.algos) md << " | " << algo_ms_cell(a);
       if (auto_column(o)) md << " | " << auto_vs_best_cell(r);
     }
-    md << " | " << fmt_ms(tn) << " | "
-       << fmt_ms(tb) << " | " << fmt_ms(tt) << " | " << fmt_num(t / tn) << " | "
-       << fmt_num(t / tb) << " | " << fmt_num(t / tt) << " | " << fmt_num(gflops) << " | "
-       << fmt_pct(100.0 * gflops / peak_for(m, r.c.dtype)) << " | "
+    md << " | " << fmt_ms(tn) << " | " << fmt_ms(tb) << " | " << fmt_ms(tt) << " | "
+       << fmt_num(t / tn) << " | " << fmt_num(t / tb) << " | " << fmt_num(t / tt) << " | "
+       << fmt_num(gflops) << " | " << fmt_pct(100.0 * gflops / peak_for(m, r.c.dtype)) << " | "
        << fmt_num(case_bytes(r.c) / (t * 1e6)) << " | " << rss_cell(r.rss_ours_kb) << " | "
-       << rss_cell(r.rss_dnnl_kb) << " | " << check_cell(r) << " | "
-       << fmt("%.2f", r.other_load) << " |\n";
+       << rss_cell(r.rss_dnnl_kb) << " | " << check_cell(r) << " | " << fmt("%.2f", r.other_load)
+       << " |\n";
   }
   md << "\n";
 
@@ -1156,8 +1186,7 @@ std::string make_markdown(const Machine &m, const Options &o, const std::vector<
     std::vector<const TimedResult *> times = {&r.dnnl_nchw, &r.dnnl_blocked, &r.torch};
     for (const AlgoResult &a : r.algos) times.push_back(&a.time);
     for (const TimedResult *t : times)
-      if (case_flop(r.c) / (ms_or_nan(*t) * 1e6) > 1.02 * peak_for(m, r.c.dtype))
-        above_peak = true;
+      if (case_flop(r.c) / (ms_or_nan(*t) * 1e6) > 1.02 * peak_for(m, r.c.dtype)) above_peak = true;
   }
   if (above_peak)
     md << "**Warning:** a measured rate exceeds the measured peak by more than 2%: the peak "
@@ -1167,11 +1196,10 @@ std::string make_markdown(const Machine &m, const Options &o, const std::vector<
     md << "Thread scaling, " << case_label(sc.c) << " (median of " << sc.iters
        << "): ours 1 thread " << fmt_ms(sc.ours_1) << " ms, " << sc.threads << " threads "
        << fmt_ms(sc.ours_n) << " ms, speed-up " << fmt("%.2f", sc.ours_1 / sc.ours_n)
-       << "x; oneDNN blocked 1 thread " << fmt_ms(sc.dnnl_1) << " ms, " << sc.threads
-       << " threads " << fmt_ms(sc.dnnl_n) << " ms, speed-up "
-       << fmt("%.2f", sc.dnnl_1 / sc.dnnl_n) << "x; other load " << fmt("%.2f", sc.other_load)
-       << (sc.attempts > 1 ? " (best of " + std::to_string(sc.attempts) + " runs)" : "")
-       << ".\n\n";
+       << "x; oneDNN blocked 1 thread " << fmt_ms(sc.dnnl_1) << " ms, " << sc.threads << " threads "
+       << fmt_ms(sc.dnnl_n) << " ms, speed-up " << fmt("%.2f", sc.dnnl_1 / sc.dnnl_n)
+       << "x; other load " << fmt("%.2f", sc.other_load)
+       << (sc.attempts > 1 ? " (best of " + std::to_string(sc.attempts) + " runs)" : "") << ".\n\n";
   } else if (!sc.why.empty()) {
     md << sc.why << "\n\n";
   }
@@ -1185,17 +1213,17 @@ std::string make_markdown(const Machine &m, const Options &o, const std::vector<
           "(`convpool_options.algo`: shift-reduce, im2col + GEMM, the library's choice), "
           "each with its own operator, all interleaved with oneDNN in the same loop; the "
           "*ours* columns repeat "
-       << algo_name(o.algos[main_algo_index(o.algos)]) << ". A time marked FAIL failed its "
+       << algo_name(o.algos[main_algo_index(o.algos)])
+       << ". A time marked FAIL failed its "
           "correctness check.\n";
     if (auto_column(o))
-      md << "- *auto vs best*: t_auto / min(t of " << explicit_algo_names(o)
-         << "); above " << fmt("%.2f", kAutoSlack) << " (marked) auto is more than "
+      md << "- *auto vs best*: t_auto / min(t of " << explicit_algo_names(o) << "); above "
+         << fmt("%.2f", kAutoSlack) << " (marked) auto is more than "
          << fmt("%.0f", 100.0 * (kAutoSlack - 1.0))
          << "% slower than the better choice. Where auto picks the same algorithm as "
             "another column, their ratio shows the run-to-run noise.\n";
   }
-  md
-     << "- *oneDNN blocked*: convolution (format_tag::any, bias included) + max pooling "
+  md << "- *oneDNN blocked*: convolution (format_tag::any, bias included) + max pooling "
         "primitives on memory already in oneDNN's blocked layouts; reorders excluded. "
         "*oneDNN NCHW*: the same plus the NCHW->blocked src reorder and the blocked->NCHW "
         "dst reorder in every iteration. Weights are reordered once, outside the timing.\n"
@@ -1220,7 +1248,7 @@ std::string make_markdown(const Machine &m, const Options &o, const std::vector<
         "hypervisor) while the case was timed (the in-process loop and the torch process, "
         "the larger): busy time in /proc/stat minus this process's and its children's CPU "
         "time, per second. Above ~0.1 the row was disturbed; such cases are rerun up to "
-        << o.retries << " times and the least disturbed run is kept.\n\n";
+     << o.retries << " times and the least disturbed run is kept.\n\n";
 
   // Details and every reason for an n/a.
   md << "Details:\n\n";
@@ -1250,7 +1278,9 @@ std::string make_markdown(const Machine &m, const Options &o, const std::vector<
   return md.str();
 }
 
-std::string csv_num(double v) { return std::isfinite(v) ? fmt("%.6g", v) : ""; }
+std::string csv_num(double v) {
+  return std::isfinite(v) ? fmt("%.6g", v) : "";
+}
 
 // With several algorithms, each adds <name>_ms, <name>_min_ms and
 // <name>_max_rel_diff after the fixed columns, and auto_vs_best follows when
@@ -1280,9 +1310,9 @@ void write_csv(const std::string &path, const Machine &m, const Options &o,
     const double t[4] = {ms_or_nan(r.ours().time), ms_or_nan(r.dnnl_nchw),
                          ms_or_nan(r.dnnl_blocked), ms_or_nan(r.torch)};
     const LayerShape &s = r.c.s;
-    f << case_label(r.c) << "," << convpool_dtype_name(r.c.dtype) << "," << s.batch << ","
-      << s.c_in << "," << s.c_out << "," << s.height << "," << s.width << "," << s.k << ","
-      << s.pool << "," << r.iters << "," << csv_num(flop * 1e-9);
+    f << case_label(r.c) << "," << convpool_dtype_name(r.c.dtype) << "," << s.batch << "," << s.c_in
+      << "," << s.c_out << "," << s.height << "," << s.width << "," << s.k << "," << s.pool << ","
+      << r.iters << "," << csv_num(flop * 1e-9);
     for (double x : t) f << "," << csv_num(x);
     f << "," << csv_num(mn(r.ours().time)) << "," << csv_num(mn(r.dnnl_nchw)) << ","
       << csv_num(mn(r.dnnl_blocked));

@@ -27,8 +27,7 @@ void onednn_set_threads(int threads) {
 
 std::string onednn_version() {
   const dnnl_version_t *v = dnnl_version();
-  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-         std::to_string(v->patch);
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
 }
 
 struct OnednnLayer::State {
@@ -47,9 +46,12 @@ OnednnLayer::~OnednnLayer() = default;
 
 static memory::data_type dnnl_type(convpool_dtype dtype) {
   switch (dtype) {
-    case CONVPOOL_FLOAT16: return memory::data_type::f16;
-    case CONVPOOL_BFLOAT16: return memory::data_type::bf16;
-    case CONVPOOL_FLOAT32: break;
+    case CONVPOOL_FLOAT16:
+      return memory::data_type::f16;
+    case CONVPOOL_BFLOAT16:
+      return memory::data_type::bf16;
+    case CONVPOOL_FLOAT32:
+      break;
   }
   return memory::data_type::f32;
 }
@@ -83,8 +85,7 @@ bool OnednnLayer::init(convpool_dtype dtype, const LayerShape &s, int threads, c
     if (st->has_pool) {
       const dnnl::pooling_forward::desc pool_desc(
           dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_max, conv_pd.dst_desc(),
-          memory::desc(out_dims, dt, tag::any), {s.pool, s.pool}, {s.pool, s.pool}, {0, 0},
-          {0, 0});
+          memory::desc(out_dims, dt, tag::any), {s.pool, s.pool}, {s.pool, s.pool}, {0, 0}, {0, 0});
       const dnnl::pooling_forward::primitive_desc pool_pd(pool_desc, st->engine);
       st->pool = dnnl::pooling_forward(pool_pd);
       st->pool_impl = pool_pd.impl_info_str();
@@ -149,7 +150,9 @@ void OnednnLayer::run_nchw() {
   st.stream.wait();
 }
 
-const void *OnednnLayer::nchw_dst() const { return state_->user_dst.get_data_handle(); }
+const void *OnednnLayer::nchw_dst() const {
+  return state_->user_dst.get_data_handle();
+}
 
 std::string OnednnLayer::impl_info() const {
   if (!state_) return "";

@@ -7,6 +7,7 @@
  */
 #include "plan.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -178,6 +179,7 @@ static convpool_status cp_plan_run(const cp_layer *layer, const cp_algorithm *al
   pl->pool = layer->pool, pl->stride = layer->stride;
   memcpy(pl->pad, layer->pad, sizeof pl->pad);
   memcpy(pl->pool_pad, layer->pool_pad, sizeof pl->pool_pad);
+  pl->act_min = layer->act_min, pl->act_max = layer->act_max, pl->ceil_mode = layer->ceil_mode;
   /* the pads are at most CP_MAX_PAD, so these sums do not overflow */
   const int64_t padded_h = height + layer->pad[CP_TOP] + layer->pad[CP_BOTTOM];
   const int64_t padded_w = width + layer->pad[CP_LEFT] + layer->pad[CP_RIGHT];
@@ -242,8 +244,14 @@ static convpool_status cp_plan_run(const cp_layer *layer, const cp_algorithm *al
 void cp_plan_describe(const cp_plan *pl, convpool_dtype dtype, const char *choice,
                       const char *epilogue, char *text, size_t capacity) {
   const cp_cpu *cpu = cp_cpu_get();
-  char sweep[256];
+  char sweep[256], act[96];
   pl->algo->describe(pl, sweep, sizeof sweep);
+  if (pl->act_min == -INFINITY && pl->act_max == INFINITY)
+    snprintf(act, sizeof act, "none");
+  else if (pl->act_min == 0.0f && pl->act_max == INFINITY)
+    snprintf(act, sizeof act, "relu");
+  else
+    snprintf(act, sizeof act, "clamp [%.9g, %.9g]", (double)pl->act_min, (double)pl->act_max);
   snprintf(
       text, capacity,
       "algorithm      %s, kernel %s\n"
@@ -254,6 +262,8 @@ void cp_plan_describe(const cp_plan *pl, convpool_dtype dtype, const char *choic
       "[%lld, %lld, %lld, %lld]\n"
       "padding        conv %lld,%lld,%lld,%lld (top,left,bottom,right); pool window %lld stride "
       "%lld padding %lld,%lld,%lld,%lld\n"
+      "activation     %s\n"
+      "pool sizing    %s\n"
       "register tile  %d output channels x %d positions; %lld channel blocks (last: %s)\n"
       "panel          %lld pooled rows x %lld pooled columns: conv %lld rows (%lld input rows) x "
       "%lld columns x %lld channels, %s\n"
@@ -273,14 +283,15 @@ void cp_plan_describe(const cp_plan *pl, convpool_dtype dtype, const char *choic
       (long long)pl->batch, (long long)pl->c_out, (long long)pl->ph, (long long)pl->pw,
       (long long)pl->pad[0], (long long)pl->pad[1], (long long)pl->pad[2], (long long)pl->pad[3],
       (long long)pl->pool, (long long)pl->stride, (long long)pl->pool_pad[0],
-      (long long)pl->pool_pad[1], (long long)pl->pool_pad[2], (long long)pl->pool_pad[3],
-      pl->uk->mr, pl->uk->nr, (long long)pl->co_blocks, pl->uk_tail->name, (long long)pl->group,
-      (long long)pl->col_block, (long long)pl->conv_rows, (long long)pl->panel_rows,
-      (long long)pl->conv_cols, (long long)pl->c_in, sweep, (long long)pl->items,
-      (long long)pl->batch, (long long)pl->row_groups, (long long)pl->col_blocks,
-      (long long)pl->co_groups, (long long)pl->co_blocks_per_group, epilogue, pl->threads,
-      pl->packed_weight_bytes, pl->weight_block_bytes, pl->panel_bytes, pl->cfg->panel_l2_div,
-      pl->panel_budget, pl->panel_bytes <= pl->panel_budget ? "fits" : "over budget", pl->buf_bytes,
+      (long long)pl->pool_pad[1], (long long)pl->pool_pad[2], (long long)pl->pool_pad[3], act,
+      pl->ceil_mode ? "ceil" : "floor", pl->uk->mr, pl->uk->nr, (long long)pl->co_blocks,
+      pl->uk_tail->name, (long long)pl->group, (long long)pl->col_block, (long long)pl->conv_rows,
+      (long long)pl->panel_rows, (long long)pl->conv_cols, (long long)pl->c_in, sweep,
+      (long long)pl->items, (long long)pl->batch, (long long)pl->row_groups,
+      (long long)pl->col_blocks, (long long)pl->co_groups, (long long)pl->co_blocks_per_group,
+      epilogue, pl->threads, pl->packed_weight_bytes, pl->weight_block_bytes, pl->panel_bytes,
+      pl->cfg->panel_l2_div, pl->panel_budget,
+      pl->panel_bytes <= pl->panel_budget ? "fits" : "over budget", pl->buf_bytes,
       pl->cfg->buf_l2_div, pl->buf_budget, pl->buf_bytes <= pl->buf_budget ? "fits" : "over budget",
       pl->scratch_bytes, pl->scratch_bytes * (size_t)pl->threads);
 }

@@ -54,6 +54,8 @@ typedef struct cp_plan {
   convpool_dtype dtype;
   int64_t batch, c_in, c_out, height, width, k, pool, stride;
   int64_t pad[4], pool_pad[4];
+  float act_min, act_max; /* activation clamp (-inf, +inf: none) */
+  int ceil_mode;
   int64_t c_steps; /* contraction steps over channels: c_in / the kernel's cpack */
   int64_t oh, ow;  /* conv output */
   int64_t ph, pw;  /* pooled output */

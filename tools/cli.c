@@ -108,7 +108,8 @@ static int64_t parse_int(const char *flag, const char *text, int64_t lo, int64_t
   long long v = strtoll(text, &end, 10);
   if (end == text || *end != '\0' || errno == ERANGE)
     die(EXIT_USAGE, "%s = '%s' is not an integer", flag, text);
-  if (v < lo || v > hi) die(EXIT_USAGE, "%s = %lld must be in %lld..%lld", flag, v, (long long)lo, (long long)hi);
+  if (v < lo || v > hi)
+    die(EXIT_USAGE, "%s = %lld must be in %lld..%lld", flag, v, (long long)lo, (long long)hi);
   return v;
 }
 
@@ -332,9 +333,12 @@ static float gen_value(uint64_t stream, uint64_t i) {
 static void fill(void *data, size_t n, convpool_dtype dtype, uint64_t stream) {
   for (size_t i = 0; i < n; i++) {
     float v = gen_value(stream, i);
-    if (dtype == CONVPOOL_FLOAT32) ((float *)data)[i] = v;
-    else if (dtype == CONVPOOL_BFLOAT16) ((uint16_t *)data)[i] = cp_float_to_bf16(v);
-    else ((uint16_t *)data)[i] = cp_float_to_half(v);
+    if (dtype == CONVPOOL_FLOAT32)
+      ((float *)data)[i] = v;
+    else if (dtype == CONVPOOL_BFLOAT16)
+      ((uint16_t *)data)[i] = cp_float_to_bf16(v);
+    else
+      ((uint16_t *)data)[i] = cp_float_to_half(v);
   }
 }
 
@@ -434,8 +438,10 @@ static void write_file(const char *dir, const char *name, const void *data, size
   for (size_t left = bytes; left > 0 && err == 0;) {
     ssize_t n = write(fd, p, left < ((size_t)1 << 30) ? left : (size_t)1 << 30);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) err = n < 0 ? errno : EIO;
-    else p += n, left -= (size_t)n;
+    if (n <= 0)
+      err = n < 0 ? errno : EIO;
+    else
+      p += n, left -= (size_t)n;
   }
   if (err == 0 && fsync(fd) != 0) err = errno;
   if (close(fd) != 0 && err == 0) err = errno;
@@ -459,17 +465,23 @@ static void load_meta(cli *c) {
   char err[256];
   if (cp_meta_parse(text, len, &m, err, sizeof err) != 0) die(EXIT_USAGE, "%s", err);
   free(text);
-  if (strcmp(m.dtype, "float32") == 0) c->dtype = CONVPOOL_FLOAT32;
-  else if (strcmp(m.dtype, "float16") == 0) c->dtype = CONVPOOL_FLOAT16;
-  else if (strcmp(m.dtype, "bfloat16") == 0) c->dtype = CONVPOOL_BFLOAT16;
-  else die(EXIT_USAGE, "meta.json: dtype = '%s' is not one of float32, float16, bfloat16", m.dtype);
+  if (strcmp(m.dtype, "float32") == 0)
+    c->dtype = CONVPOOL_FLOAT32;
+  else if (strcmp(m.dtype, "float16") == 0)
+    c->dtype = CONVPOOL_FLOAT16;
+  else if (strcmp(m.dtype, "bfloat16") == 0)
+    c->dtype = CONVPOOL_BFLOAT16;
+  else
+    die(EXIT_USAGE, "meta.json: dtype = '%s' is not one of float32, float16, bfloat16", m.dtype);
   c->batch = m.batch, c->c_in = m.in_channels, c->c_out = m.out_channels;
   c->height = m.height, c->width = m.width, c->filter = m.filter, c->pool = m.pool;
   c->bias = m.bias, c->seed = m.seed;
-  const char *names[] = {"batch", "in_channels", "out_channels", "height", "width", "filter", "pool"};
+  const char *names[] = {"batch", "in_channels", "out_channels", "height",
+                         "width", "filter",      "pool"};
   int64_t vals[] = {m.batch, m.in_channels, m.out_channels, m.height, m.width, m.filter, m.pool};
   for (int i = 0; i < 7; i++)
-    if (vals[i] < 1) die(EXIT_USAGE, "meta.json: %s = %lld must be >= 1", names[i], (long long)vals[i]);
+    if (vals[i] < 1)
+      die(EXIT_USAGE, "meta.json: %s = %lld must be >= 1", names[i], (long long)vals[i]);
   /* The layer keys (absent: the defaults, as meta.h says). Limits as for the flags; the
      library checks the rest (pool_padding <= pool / 2, clamp min <= max). */
   for (int s = 0; s < 4; s++) {
@@ -493,16 +505,6 @@ static void load_meta(cli *c) {
   c->clamp_min = -INFINITY, c->clamp_max = INFINITY;
   if (c->activation == CONVPOOL_ACTIVATION_CLAMP)
     c->clamp_min = m.clamp_min, c->clamp_max = m.clamp_max;
-}
-
-/* The activation as the CLI writes it ("none", "relu", "clamp [MIN, MAX]"). */
-static void activation_text(const cli *c, char *out, size_t cap) {
-  if (c->activation == CONVPOOL_ACTIVATION_RELU)
-    snprintf(out, cap, "relu");
-  else if (c->activation == CONVPOOL_ACTIVATION_CLAMP)
-    snprintf(out, cap, "clamp [%.9g, %.9g]", (double)c->clamp_min, (double)c->clamp_max);
-  else
-    snprintf(out, cap, "none");
 }
 
 /* ---- timing ---- */
@@ -611,15 +613,13 @@ int main(int argc, char **argv) {
     char text[4096];
     check(convpool_op_describe(op, c.batch, c.height, c.width, text, sizeof text));
     fputs(text, stdout);
-    char act[96];
-    activation_text(&c, act, sizeof act);
-    printf("activation     %s\npool sizing    %s\n", act, c.ceil_mode ? "ceil" : "floor");
   }
   void *y = xmalloc(y_bytes, "out");
 
   const int runs = c.load_dir != NULL ? 1 : c.iters;
   const int warm = c.load_dir != NULL ? 0 : c.warmup;
-  for (int i = 0; i < warm; i++) check(convpool_op_run(op, x, c.batch, c.height, c.width, y, y_bytes));
+  for (int i = 0; i < warm; i++)
+    check(convpool_op_run(op, x, c.batch, c.height, c.width, y, y_bytes));
   double *t = xmalloc((size_t)runs * sizeof(double), "timings");
   for (int i = 0; i < runs; i++) {
     double s = now_us();
@@ -632,14 +632,15 @@ int main(int argc, char **argv) {
   const double median = runs % 2 ? t[runs / 2] : 0.5 * (t[runs / 2 - 1] + t[runs / 2]);
   const double flops = 2.0 * (double)c.batch * (double)c.c_out * (double)oh * (double)ow *
                        (double)c.c_in * (double)c.filter * (double)c.filter;
-  const double bytes = (double)x_bytes + (double)w_bytes + (c.bias ? (double)b_bytes : 0) +
-                       (double)y_bytes;
+  const double bytes =
+      (double)x_bytes + (double)w_bytes + (c.bias ? (double)b_bytes : 0) + (double)y_bytes;
   printf("[INFO] min=%.1f us median=%.1f us avg=%.1f us (threads=%d, items=%lld)\n", t[0], median,
          sum / runs, plan.threads, (long long)plan.items);
-  printf("[INFO] %.1f GFLOP/s, %.2f GB/s (%s, %s, %lldx%lldx%lldx%lld -> %lld, k=%lld, pool=%lld)\n",
-         flops / median * 1e-3, bytes / median * 1e-3, convpool_dtype_name(c.dtype), plan.kernel,
-         (long long)c.batch, (long long)c.c_in, (long long)c.height, (long long)c.width,
-         (long long)c.c_out, (long long)c.filter, (long long)c.pool);
+  printf(
+      "[INFO] %.1f GFLOP/s, %.2f GB/s (%s, %s, %lldx%lldx%lldx%lld -> %lld, k=%lld, pool=%lld)\n",
+      flops / median * 1e-3, bytes / median * 1e-3, convpool_dtype_name(c.dtype), plan.kernel,
+      (long long)c.batch, (long long)c.c_in, (long long)c.height, (long long)c.width,
+      (long long)c.c_out, (long long)c.filter, (long long)c.pool);
   if (c.profile) {
     convpool_run_stats rs;
     check(convpool_op_last_run_stats(op, &rs));
@@ -657,10 +658,11 @@ int main(int argc, char **argv) {
            100.0 * rs.compute_seconds / busy);
     printf("[PROFILE]   epilogue    %10.1f us thread time (%4.1f%%)\n", rs.epilogue_seconds * 1e6,
            100.0 * rs.epilogue_seconds / busy);
-    printf("[PROFILE] median run    %.1f GFLOP/s = %.1f%% of the measured %s peak %.1f GFLOP/s "
-           "(%d threads; no peak loop for the portable kernel)\n",
-           flops / median * 1e-3, peak > 0 ? 100.0 * flops / median * 1e-3 / peak : 0.0, plan.isa,
-           peak, plan.threads);
+    printf(
+        "[PROFILE] median run    %.1f GFLOP/s = %.1f%% of the measured %s peak %.1f GFLOP/s "
+        "(%d threads; no peak loop for the portable kernel)\n",
+        flops / median * 1e-3, peak > 0 ? 100.0 * flops / median * 1e-3 / peak : 0.0, plan.isa,
+        peak, plan.threads);
     printf("[PROFILE] bytes moved   %.0f (x %zu, w %zu, bias %zu, out %zu) = %.2f GB/s\n", bytes,
            x_bytes, w_bytes, c.bias ? b_bytes : (size_t)0, y_bytes, bytes / median * 1e-3);
     printf("[PROFILE] scratch       %zu bytes per thread; peak RSS %ld KiB\n",

@@ -49,7 +49,9 @@ static int guard_ok(const char *p, size_t n) {
   return 1;
 }
 
-static int is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
+static int is_digit(uint8_t c) {
+  return c >= '0' && c <= '9';
+}
 
 /* Does value appear in data as a maximal digit run (leading zeros ignored)? */
 static int has_number(const uint8_t *data, size_t size, int64_t value) {
@@ -95,9 +97,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char err[256 + 16];
   memset(err, GUARD, sizeof err);
   int rc = cp_meta_parse(text, size, &m, err, 256);
-  FUZZ_ASSERT(rc == CP_META_OK || rc == CP_META_SYNTAX || rc == CP_META_INVALID ||
-                  rc == CP_META_LIMIT,
-              "result %d", rc);
+  FUZZ_ASSERT(
+      rc == CP_META_OK || rc == CP_META_SYNTAX || rc == CP_META_INVALID || rc == CP_META_LIMIT,
+      "result %d", rc);
   if (rc == CP_META_LIMIT) {
     size_t opens = 0;
     for (size_t i = 0; i < size; i++) opens += data[i] == '[' || data[i] == '{';
@@ -108,8 +110,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *end = memchr(err, '\0', 256);
     FUZZ_ASSERT(end != NULL && end > err, "the reason is empty or not terminated");
     for (const char *p = err; p < end; p++)
-      FUZZ_ASSERT((unsigned char)*p >= 0x20,
-                  "the reason contains control byte 0x%02x: \"%s\"", (unsigned char)*p, err);
+      FUZZ_ASSERT((unsigned char)*p >= 0x20, "the reason contains control byte 0x%02x: \"%s\"",
+                  (unsigned char)*p, err);
   } else {
     const int64_t ints[17] = {
         m.batch,           m.in_channels,    m.out_channels, m.height,          m.width,
@@ -122,8 +124,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         "padding[2]",      "padding[3]",     "pool_stride",  "pool_padding[0]", "pool_padding[1]",
         "pool_padding[2]", "pool_padding[3]"};
     for (int i = 0; i < 17; i++) {
-      FUZZ_ASSERT(ints[i] >= 0 && ints[i] <= ((int64_t)1 << 62), "%s = %lld out of range",
-                  names[i], (long long)ints[i]);
+      FUZZ_ASSERT(ints[i] >= 0 && ints[i] <= ((int64_t)1 << 62), "%s = %lld out of range", names[i],
+                  (long long)ints[i]);
       if (i < 7 || ints[i] != 0) /* the optional keys: 0 when absent */
         FUZZ_ASSERT(has_number(data, size, ints[i]),
                     "%s = %lld does not appear in the input (wrapped?)", names[i],
