@@ -4,7 +4,9 @@
     python3 tools/check_conv.py --dump-dir DIR
 
 DIR holds what `convpool --dump-dir DIR` writes: meta.json (dtype, batch,
-in_channels, out_channels, height, width, filter, pool, bias, seed), x.bin,
+in_channels, out_channels, height, width, filter, pool, bias, seed, and the
+optional layer keys padding, activation, pool_stride, pool_padding,
+ceil_mode), x.bin,
 w.bin, bias.bin (when bias) and out.bin, raw little-endian arrays in C order
 (dtype float32, float16, or bfloat16 as uint16 bit patterns).
 
@@ -32,6 +34,7 @@ sys.path.insert(0, str(REPO / "python"))
 import numpy as np  # noqa: E402
 
 from convpool import reference as ref_mod  # noqa: E402
+from convpool.layer import LayerSpec, pooled_size  # noqa: E402
 
 META_KEYS = ("dtype", "batch", "in_channels", "out_channels", "height", "width",
              "filter", "pool", "bias", "seed")
@@ -41,6 +44,30 @@ CHANNEL_BLOCK = 16
 
 class DumpError(Exception):
     """The dump directory cannot be checked."""
+
+
+def layer_spec(meta):
+    """The layer of a meta.json: its optional keys, with the CLI's defaults."""
+    act = meta.get("activation", "none")
+    if isinstance(act, dict) and list(act) == ["clamp"]:
+        act = tuple(act["clamp"])
+    elif act == "none":
+        act = None
+    return LayerSpec.make(pool=meta["pool"], padding=meta.get("padding", 0), activation=act,
+                          pool_stride=meta.get("pool_stride"),
+                          pool_padding=meta.get("pool_padding", 0),
+                          ceil_mode=meta.get("ceil_mode", False))
+
+
+def output_hw(spec, h, w, k):
+    """Pooled output size of the layer on an h x w input."""
+    t, l, b, r = spec.padding
+    pt, pl, pb, pr = spec.pool_padding
+    oh, ow = h + t + b - k + 1, w + l + r - k + 1
+    if oh < 1 or ow < 1:
+        return 0, 0
+    return (pooled_size(oh, spec.pool, spec.pool_stride, pt, pb, spec.ceil_mode),
+            pooled_size(ow, spec.pool, spec.pool_stride, pl, pr, spec.ceil_mode))
 
 
 def load_dump(directory):
@@ -61,7 +88,11 @@ def load_dump(directory):
     dtype = np.dtype(DTYPES[meta["dtype"]])
     b, ci, co = meta["batch"], meta["in_channels"], meta["out_channels"]
     h, w, k, p = meta["height"], meta["width"], meta["filter"], meta["pool"]
-    _, _, ph, pw = ref_mod.output_size(h, w, k, p)
+    try:
+        meta["layer"] = layer_spec(meta)
+    except (TypeError, ValueError) as exc:
+        raise DumpError(f"meta.json: {exc}") from None
+    ph, pw = output_hw(meta["layer"], h, w, k)
     if min(b, ci, co, k, p, ph, pw) < 1:
         raise DumpError(f"meta.json describes an empty or invalid layer: {meta}")
     shapes = {"x.bin": (b, ci, h, w), "w.bin": (co, ci, k, k), "out.bin": (b, co, ph, pw)}
@@ -138,10 +169,11 @@ def check(directory, list_bad=5):
     except DumpError as exc:
         print(f"check_conv: error: {exc}")
         return 2
-    dtype, pool = meta["dtype"], meta["pool"]
+    dtype, pool = meta["dtype"], meta["layer"]
     print(f"dump {directory}: {dtype} b{meta['batch']} {meta['in_channels']}->"
           f"{meta['out_channels']} {meta['height']}x{meta['width']} k{meta['filter']} "
-          f"pool{pool} {'bias' if meta['bias'] else 'nobias'} seed {meta['seed']}")
+          f"pool{meta['pool']} {'bias' if meta['bias'] else 'nobias'} seed {meta['seed']}"
+          + ("" if pool.is_default else f" {pool}"))
     x, w, bias64 = (ref_mod.to_float64(a, dtype) for a in (x, w, bias))
     values = ref_mod.to_float64(out, dtype)
     reference = ref_mod.Reference(x, w)
