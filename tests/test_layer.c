@@ -25,12 +25,7 @@ static void fill_tensor(void *data, size_t n, convpool_dtype dtype, uint64_t see
   for (size_t i = 0; i < n; i++) {
     float v = tu_uniform(&rng);
     if (signed_data) v = 2.0f * v - 1.0f;
-    if (dtype == CONVPOOL_FLOAT16)
-      ((uint16_t *)data)[i] = cp_float_to_half(v);
-    else if (dtype == CONVPOOL_BFLOAT16)
-      ((uint16_t *)data)[i] = cp_float_to_bf16(v);
-    else
-      ((float *)data)[i] = v;
+    tu_set(dtype, data, i, v);
   }
 }
 
@@ -196,13 +191,7 @@ static int check_nonfinite(convpool_dtype dtype) {
   const float specials[] = {NAN, INFINITY, -INFINITY};
   const size_t where[] = {0, 17, 150, 2 * 3 * 11 * 13 - 1, 400};
   for (int i = 0; i < 5; i++) {
-    float v = specials[i % 3];
-    if (dtype == CONVPOOL_FLOAT16)
-      ((uint16_t *)t.x)[where[i]] = cp_float_to_half(v);
-    else if (dtype == CONVPOOL_BFLOAT16)
-      ((uint16_t *)t.x)[where[i]] = cp_float_to_bf16(v);
-    else
-      ((float *)t.x)[where[i]] = v;
+    tu_set(dtype, t.x, where[i], specials[i % 3]);
   }
   (void)es;
   void *y = tu_xmalloc(t.y_bytes);
@@ -257,12 +246,7 @@ static int check_layer(const convpool_layer *l, int64_t batch, int64_t h, int64_
   if (special_bias != NULL && t.bias != NULL) {
     for (int64_t co = 0; co < l->c_out; co++) {
       const float v = special_bias[co % 3];
-      if (l->dtype == CONVPOOL_FLOAT16)
-        ((uint16_t *)t.bias)[co] = cp_float_to_half(v);
-      else if (l->dtype == CONVPOOL_BFLOAT16)
-        ((uint16_t *)t.bias)[co] = cp_float_to_bf16(v);
-      else
-        ((float *)t.bias)[co] = v;
+      tu_set(l->dtype, t.bias, co, v);
     }
   }
   int64_t ph, pw;
@@ -394,12 +378,7 @@ static int check_nonfinite_vs_sr(convpool_dtype dtype) {
   for (int i = 0; i < 12; i++) {
     const size_t at = (size_t)(i * 7919) % t.x_n;
     const float v = specials[i % 3];
-    if (dtype == CONVPOOL_FLOAT16)
-      ((uint16_t *)t.x)[at] = cp_float_to_half(v);
-    else if (dtype == CONVPOOL_BFLOAT16)
-      ((uint16_t *)t.x)[at] = cp_float_to_bf16(v);
-    else
-      ((float *)t.x)[at] = v;
+    tu_set(dtype, t.x, at, v);
   }
   void *ys = tu_xmalloc(t.y_bytes), *yw = tu_xmalloc(t.y_bytes);
   const convpool_algo keep = g_algo;

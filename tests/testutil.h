@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "convpool.h"
+#include "half.h"
+
 typedef struct tu_rng {
   uint64_t state;
 } tu_rng;
@@ -21,6 +24,16 @@ static inline uint64_t tu_next(tu_rng *r) {
 /* Uniform in [0, 1) with 24 bits. */
 static inline float tu_uniform(tu_rng *r) {
   return (float)(tu_next(r) >> 40) * (1.0f / 16777216.0f);
+}
+
+/* Store v as element i of a dtype tensor (16-bit types round to nearest even). */
+static inline void tu_set(convpool_dtype dtype, void *data, size_t i, float v) {
+  if (dtype == CONVPOOL_FLOAT16)
+    ((uint16_t *)data)[i] = cp_float_to_half(v);
+  else if (dtype == CONVPOOL_BFLOAT16)
+    ((uint16_t *)data)[i] = cp_float_to_bf16(v);
+  else
+    ((float *)data)[i] = v;
 }
 
 static inline void *tu_xmalloc(size_t n) {

@@ -86,12 +86,7 @@ static inline void rel_describe(const rel_case *c, char *s, size_t n) {
 
 /* Store v as element i of a dtype tensor (16-bit types round to nearest even). */
 static inline void rel_set(convpool_dtype dtype, void *data, size_t i, float v) {
-  if (dtype == CONVPOOL_FLOAT16)
-    ((uint16_t *)data)[i] = cp_float_to_half(v);
-  else if (dtype == CONVPOOL_BFLOAT16)
-    ((uint16_t *)data)[i] = cp_float_to_bf16(v);
-  else
-    ((float *)data)[i] = v;
+  tu_set(dtype, data, i, v);
 }
 
 /* n values uniform in [lo, hi), stored in dtype. */
