@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 
 namespace bench {
 
@@ -272,6 +274,37 @@ std::string self_exe_path() {
   if (n <= 0) return "";
   path[n] = '\0';
   return path;
+}
+
+bool is_executable(const std::string &path) { return access(path.c_str(), X_OK) == 0; }
+bool is_file(const std::string &path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string last_line(const std::string &text) {
+  std::string t = text;
+  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
+  const size_t nl = t.rfind('\n');
+  return nl == std::string::npos ? t : t.substr(nl + 1);
+}
+
+std::string find_value(const std::string &text, const std::string &key) {
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind(key + " ", 0) == 0) return line.substr(key.size() + 1);
+  }
+  return "";
+}
+
+// ---- text ----
+
+std::string fmt(const char *format, double v) {
+  if (!std::isfinite(v)) return "n/a";
+  char text[64];
+  std::snprintf(text, sizeof text, format, v);
+  return text;
 }
 
 }  // namespace bench

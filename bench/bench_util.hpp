@@ -1,5 +1,6 @@
 // Small helpers for the benchmark driver: dtype conversions, deterministic
-// random data, aligned buffers, timing, statistics and subprocesses.
+// random data, aligned buffers, timing, statistics, subprocesses and number
+// formatting.
 #ifndef CONVPOOL_BENCH_UTIL_HPP
 #define CONVPOOL_BENCH_UTIL_HPP
 
@@ -94,6 +95,20 @@ long self_peak_rss_kb();
 
 // The path of the running executable (/proc/self/exe), or "" if unknown.
 std::string self_exe_path();
+
+bool is_executable(const std::string &path);
+bool is_file(const std::string &path);
+
+// The last line of a program's output, for messages.
+std::string last_line(const std::string &text);
+
+// Value of the line "key value" in text, or "" if absent.
+std::string find_value(const std::string &text, const std::string &key);
+
+// ---- text ----
+
+// printf of one number, or "n/a" if it is not finite.
+std::string fmt(const char *format, double v);
 
 }  // namespace bench
 

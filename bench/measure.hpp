@@ -1,0 +1,76 @@
+// Measurement utilities shared by the benchmark's parts: per-system timing
+// results, one timed call, the machine facts and FMA peaks, the load average,
+// and the peak-RSS children (this program re-executed with --rss-child).
+#ifndef CONVPOOL_BENCH_MEASURE_HPP
+#define CONVPOOL_BENCH_MEASURE_HPP
+
+#include <string>
+#include <vector>
+
+#include "bench_util.hpp"
+#include "cases.hpp"
+#include "convpool.h"
+#include "options.hpp"
+#include "peak.h"
+
+namespace bench {
+
+// The times of one system in one case, or why it has none.
+struct TimedResult {
+  bool ok = false;
+  std::string why;
+  std::vector<double> ms;
+  double median() const { return bench::median(ms); }
+};
+
+void pause_ms(double ms);
+
+// Time one call of fn; returns milliseconds.
+template <typename F>
+double time_call(const Options &o, F &&fn) {
+  pause_ms(o.gap_ms);
+  const double t0 = bench::now_ms();
+  fn();
+  return bench::now_ms() - t0;
+}
+
+// Facts of the machine and the run that the report prints.
+struct Machine {
+  std::string brand;
+  convpool_info info{};
+  int threads = 1;
+  double peak[PEAK_COUNT] = {0, 0, 0};
+  std::string torch_version;
+  long baseline_rss_kb = -1;
+  std::string load_start, load_end;  // 1-minute load averages
+  std::string omp_spin;              // how oneDNN's OpenMP threads wait
+};
+
+// The 1-minute load average from /proc/loadavg, or "?".
+std::string load_average();
+
+// The peak a case is measured against: bf16 dot products for bf16, the
+// best fp32 FMA peak (AVX-512 if present) for fp32 and fp16 (fp16 is
+// computed with fp32 FMAs).
+double peak_for(const Machine &m, convpool_dtype d);
+
+// Measure every peak variant and keep the best value seen so far: the
+// machine is shared, so one measurement may be depressed by other load.
+// `when` names a full measurement ("start", "end") that is printed; nullptr
+// takes one short, silent sample.
+void measure_peaks(const Options &o, Machine *m, const char *when);
+
+// Peak RSS (kB) of a child process that runs only `system` ("ours" with
+// algorithm algo, "onednn" or "none") on case c: the child is this program
+// re-executed in --rss-child mode, so its VmHWM covers only its own fresh
+// address space.
+long child_peak_rss_kb(const Case &c, const std::string &system, int threads,
+                       std::string *why, convpool_algo algo = CONVPOOL_ALGO_AUTO);
+
+// The --rss-child mode: build the inputs, run one system twice, print VmHWM.
+// Arguments: system dtype batch cin cout h w k pool threads algo.
+int rss_child_main(int argc, char **argv);
+
+}  // namespace bench
+
+#endif
