@@ -16,9 +16,10 @@ static void usage(FILE *to) {
       "  --cases FILE      cases, one per line: dtype batch cin cout h w k pool\n"
       "                    (default: the seven built-in cases, see bench/README.md)\n"
       "  --threads N       threads for every system (default: usable CPUs)\n"
-      "  --algos LIST      our algorithms to time, a comma list of sr, im2col, auto\n"
-      "                    (default auto); more than one adds a column per algorithm\n"
-      "                    and auto / best of the others\n"
+      "  --algos LIST      our algorithms to time, a comma list of sr, im2col, auto,\n"
+      "                    winograd (where this convpool has it); default auto; more\n"
+      "                    than one adds a column per algorithm and auto / best of\n"
+      "                    the others\n"
       "  --iters N         timed iterations per system, at least (default 5)\n"
       "  --warmup N        untimed iterations per system, >= 1 (default 1)\n"
       "  --min-time S      repeat short cases until each system ran S seconds\n"
@@ -87,7 +88,7 @@ int parse_options(int argc, char **argv, Options *o) {
       if (!has_value) return bad("a file");
       o->out = argv[++i];
     } else if (a == "--algos") {
-      if (!has_value) return bad("a comma list of sr, im2col, auto");
+      if (!has_value) return bad("a comma list of sr, im2col, auto, winograd");
       std::string why;
       if (!parse_algo_list(argv[++i], &o->algos, &why)) {
         std::fprintf(stderr, "convpool-bench: --algos: %s\n", why.c_str());

@@ -6,32 +6,58 @@
 #include <cstdio>
 #include <cstring>
 
+// An algorithm convpool.h does not declare yet resolves to this fallback:
+// the qualified name ::CONVPOOL_ALGO_X finds the library's enumerator when
+// convpool.h has one (qualified lookup in a namespace that declares the name
+// itself ignores using-directives) and this -1 otherwise. Only qualified uses
+// of these names are allowed in this file.
+namespace convpool_algo_fallback {
+enum : int { CONVPOOL_ALGO_WINOGRAD = -1 };
+}  // namespace convpool_algo_fallback
+using namespace convpool_algo_fallback;
+
 namespace bench {
 
+namespace {
+
+// Every algorithm --algos knows: its name (the CLI's --impl name) and its
+// convpool_algo value, -1 if this convpool does not have it.
+struct AlgoEntry {
+  const char *name;
+  int value;
+};
+constexpr AlgoEntry kAlgos[] = {
+    {"sr", ::CONVPOOL_ALGO_SHIFT_REDUCE},
+    {"im2col", ::CONVPOOL_ALGO_IM2COL},
+    {"auto", ::CONVPOOL_ALGO_AUTO},
+    {"winograd", ::CONVPOOL_ALGO_WINOGRAD},
+};
+
+const AlgoEntry *find_algo(const std::string &name) {
+  for (const AlgoEntry &e : kAlgos)
+    if (name == e.name) return &e;
+  return nullptr;
+}
+
+}  // namespace
+
 const char *algo_name(convpool_algo a) {
-  switch (a) {
-    case CONVPOOL_ALGO_SHIFT_REDUCE: return "sr";
-    case CONVPOOL_ALGO_IM2COL: return "im2col";
-    case CONVPOOL_ALGO_AUTO: break;
-  }
-  return "auto";
+  for (const AlgoEntry &e : kAlgos)
+    if (e.value == (int)a) return e.name;
+  return "unknown";
 }
 
 bool parse_algo(const std::string &name, convpool_algo *out) {
-  if (name == "sr") {
-    *out = CONVPOOL_ALGO_SHIFT_REDUCE;
-  } else if (name == "im2col") {
-    *out = CONVPOOL_ALGO_IM2COL;
-  } else if (name == "auto") {
-    *out = CONVPOOL_ALGO_AUTO;
-  } else {
-    return false;
-  }
+  const AlgoEntry *e = find_algo(name);
+  if (!e || e->value < 0) return false;
+  *out = (convpool_algo)e->value;
   return true;
 }
 
 bool parse_algo_list(const std::string &list, std::vector<convpool_algo> *out,
                      std::string *why) {
+  std::string known;
+  for (const AlgoEntry &e : kAlgos) known += std::string(known.empty() ? "" : ", ") + e.name;
   std::vector<convpool_algo> algos;
   size_t start = 0;
   while (true) {
@@ -40,7 +66,9 @@ bool parse_algo_list(const std::string &list, std::vector<convpool_algo> *out,
         list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     convpool_algo a;
     if (!parse_algo(name, &a)) {
-      *why = "unknown algorithm '" + name + "' (sr, im2col, auto)";
+      *why = find_algo(name) ? "this convpool (" CONVPOOL_VERSION_STRING ") has no algorithm '" +
+                                   name + "'"
+                             : "unknown algorithm '" + name + "' (" + known + ")";
       return false;
     }
     if (std::find(algos.begin(), algos.end(), a) != algos.end()) {

@@ -13,8 +13,11 @@
 
 namespace bench {
 
-// Our algorithms by their --algos names (the CLI's --impl names).
+// Our algorithms by their --algos names (the CLI's --impl names): sr, im2col,
+// auto, and winograd once convpool.h declares CONVPOOL_ALGO_WINOGRAD. One
+// table in ours.cpp maps the names to convpool_algo values.
 const char *algo_name(convpool_algo a);
+// False for an unknown name or one this convpool does not have.
 bool parse_algo(const std::string &name, convpool_algo *out);
 // A comma list of distinct algorithm names ("sr,im2col,auto"); on failure
 // *why says what is wrong.
