@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -141,6 +142,24 @@ bool read_cases(const std::string &path, std::vector<Case> *cases) {
   return true;
 }
 
+
+std::vector<std::string> case_args(const Case &c) {
+  const LayerShape &s = c.s;
+  return {convpool_dtype_name(c.dtype), std::to_string(s.batch),  std::to_string(s.c_in),
+          std::to_string(s.c_out),      std::to_string(s.height), std::to_string(s.width),
+          std::to_string(s.k),          std::to_string(s.pool)};
+}
+
+bool parse_case_args(char **argv, Case *c) {
+  long long v[7];
+  for (int i = 0; i < 7; ++i) {
+    char *end = nullptr;
+    v[i] = std::strtoll(argv[1 + i], &end, 10);
+    if (end == argv[1 + i] || *end) return false;
+  }
+  c->s = LayerShape{v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
+  return parse_dtype(argv[0], &c->dtype) && case_problem(c->s).empty();
+}
 
 CaseData make_data(convpool_dtype dtype, const LayerShape &s) {
   const size_t e = convpool_dtype_size(dtype);

@@ -10,9 +10,18 @@
 
 #include "bench_util.hpp"
 #include "convpool.h"
-#include "onednn_layer.hpp"
 
 namespace bench {
+
+// Shapes of one layer (same contract as convpool: stride 1, no padding,
+// pool P x P stride P floor sizing, P = 1 means no pooling).
+struct LayerShape {
+  int64_t batch, c_in, c_out, height, width, k, pool;
+  int64_t conv_h() const { return height - k + 1; }
+  int64_t conv_w() const { return width - k + 1; }
+  int64_t out_h() const { return conv_h() / pool; }
+  int64_t out_w() const { return conv_w() / pool; }
+};
 
 struct Case {
   convpool_dtype dtype;
@@ -44,6 +53,12 @@ Case headline_case(bool quick);
 std::vector<Case> default_cases(bool quick);
 // Read "dtype batch cin cout h w k pool" lines; '#' starts a comment.
 bool read_cases(const std::string &path, std::vector<Case> *cases);
+
+// A case as the 8 command-line arguments of a child process (dtype batch cin
+// cout h w k pool), and back from argv[0..7]; false if they do not parse.
+constexpr int kCaseArgCount = 8;
+std::vector<std::string> case_args(const Case &c);
+bool parse_case_args(char **argv, Case *c);
 
 // Inputs of one case in the case's dtype. Values: src in [0, 1), weights in
 // [-0.5, 0.5), bias in [-1, 1), from fixed seeds.

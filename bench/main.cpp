@@ -1,28 +1,27 @@
 // convpool-bench: convpool against oneDNN and torch on the same layers.
 //
 // For every case (dtype, batch, C_in, C_out, H, W, K, pool) it times
-//   ours            convpool_op_run (operator created once, weights packed),
-//                   NCHW in, NCHW out; with --algos, once per algorithm
-//                   (sr, im2col, auto), each its own operator;
-//   oneDNN blocked  convolution (format_tag::any, bias) + max pooling on
-//                   oneDNN's own blocked layouts, reorders excluded;
-//   oneDNN NCHW     the same plus the src reorder NCHW -> blocked and the dst
-//                   reorder blocked -> NCHW in every iteration;
-//   torch           F.conv2d -> F.max_pool2d in a python subprocess;
-// with the in-process systems interleaved (in a shuffled order) every
-// iteration, and reports medians, ratios, GFLOP/s against an FMA peak it
+//   ours     convpool_op_run (operator created once, weights packed), NCHW in,
+//            NCHW out; with --algos, once per algorithm, each its own operator;
+//   oneDNN   convolution (bias included) + max pooling, with each algorithm
+//            oneDNN offers (direct, Winograd) on its blocked layouts (reorders
+//            excluded), NCHW in and out through reorders, and on NCHW memory
+//            directly; in a process of its own with OMP_WAIT_POLICY=active,
+//            stopped between its calls;
+//   torch    F.conv2d -> F.max_pool2d in a python subprocess;
+// with ours and the oneDNN variants interleaved (in a shuffled order) every
+// iteration, and reports medians, ratios (ours against the fastest oneDNN
+// variant with NCHW in and out first), GFLOP/s against an FMA peak it
 // measures itself, GB/s and the peak RSS of child processes that run only one
 // system. Results go to stdout, a Markdown file, a CSV file and (through
 // bench/plot.py) a PNG chart.
 //
-// This file holds main(): the OpenMP setting, the loop over the cases with
-// its reruns, and the output files. The parts: options, cases, ours,
-// onednn_layer, torch_runner, measure, run_case, report.
-#include <unistd.h>
-
+// This file holds main(): the child modes, the loop over the cases with its
+// reruns, and the output files. The parts: options, cases, ours,
+// onednn_layer (the oneDNN layer and its variants), onednn_process (oneDNN's
+// own process), torch_runner, measure, run_case, report.
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -33,6 +32,7 @@
 #include "convpool.h"
 #include "measure.hpp"
 #include "onednn_layer.hpp"
+#include "onednn_process.hpp"
 #include "options.hpp"
 #include "ours.hpp"
 #include "peak.h"
@@ -41,42 +41,10 @@
 
 using namespace bench;
 
-// How long oneDNN's OpenMP workers spin before they sleep. libgomp's default
-// (300000 spins, over a millisecond here) keeps a core busy after every
-// oneDNN call and slows whichever system runs next by up to ~2x on the small
-// cases; 10000 spins still covers the barriers inside one oneDNN call (its
-// own times do not change). libgomp reads the variable when it is loaded,
-// so main() sets it and re-executes the program once.
-constexpr const char *kOmpSpinCount = "10000";
-constexpr const char *kSpinMarker = "CONVPOOL_BENCH_SET_GOMP_SPINCOUNT";
-
-// Returns only if no re-exec was needed (or it failed).
-static void limit_openmp_spinning(char **argv) {
-  if (std::getenv(kSpinMarker)) {
-    // Second start: libgomp has read the value; children (torch) get the
-    // default environment back.
-    unsetenv("GOMP_SPINCOUNT");
-    unsetenv(kSpinMarker);
-    return;
-  }
-  if (std::getenv("GOMP_SPINCOUNT") || std::getenv("OMP_WAIT_POLICY")) return;  // user's choice
-  for (char **a = argv + 1; *a; ++a)
-    if (std::strcmp(*a, "--omp-default") == 0 || std::strcmp(*a, "--help") == 0 ||
-        std::strcmp(*a, "-h") == 0)
-      return;
-  const std::string self = bench::self_exe_path();
-  if (self.empty()) return;
-  setenv("GOMP_SPINCOUNT", kOmpSpinCount, 1);
-  setenv(kSpinMarker, "1", 1);
-  execv(self.c_str(), argv);
-  unsetenv("GOMP_SPINCOUNT");  // exec failed: run with the defaults
-  unsetenv(kSpinMarker);
-}
-
 int main(int argc, char **argv) {
   if (argc > 1 && std::strcmp(argv[1], "--rss-child") == 0) return rss_child_main(argc, argv);
-  const bool spin_limited = std::getenv(kSpinMarker) != nullptr;
-  limit_openmp_spinning(argv);
+  if (argc > 1 && std::strcmp(argv[1], "--onednn-child") == 0)
+    return onednn_child_main(argc, argv);
 
   Options o;
   const int parsed = parse_options(argc, argv, &o);
@@ -99,19 +67,12 @@ int main(int argc, char **argv) {
     return 3;
   }
   m.threads = o.threads > 0 ? o.threads : std::max(1, m.info.usable_cpus);
-  if (spin_limited) {
-    m.omp_spin = std::string("GOMP_SPINCOUNT=") + kOmpSpinCount + " (set by the benchmark)";
-  } else if (std::getenv("GOMP_SPINCOUNT")) {
-    m.omp_spin = std::string("GOMP_SPINCOUNT=") + std::getenv("GOMP_SPINCOUNT");
-  } else if (std::getenv("OMP_WAIT_POLICY")) {
-    m.omp_spin = std::string("OMP_WAIT_POLICY=") + std::getenv("OMP_WAIT_POLICY");
-  } else {
-    m.omp_spin = "libgomp default";
-  }
+  const OmpWaitSetting omp = omp_wait_setting(o.omp_default);
+  m.omp_wait = omp.description;
 
   std::printf("convpool-bench: %s, %d usable CPUs, %d threads, convpool %s (%s), oneDNN %s\n",
               m.brand.c_str(), m.info.usable_cpus, m.threads, m.info.version, m.info.isa,
-              bench::onednn_version().c_str());
+              onednn_version().c_str());
   m.load_start = load_average();
   measure_peaks(o, &m, "start");
   if (o.rss) {
@@ -124,37 +85,17 @@ int main(int argc, char **argv) {
   for (const Case &c : cases) {
     std::printf("  %-36s ", case_label(c).c_str());
     std::fflush(stdout);
-    const double t0 = bench::now_ms();
+    const double t0 = now_ms();
     // Rerun a case that other processes disturbed, keeping the least
     // disturbed run.
-    CaseResult best = run_case(o, c, m.threads, &m.torch_version);
-    double last_load = best.other_load;
-    for (int retry = 0; retry < o.retries && best.other_load > o.max_other_load; ++retry) {
-      std::printf("[other load %.2f, rerun] ", last_load);
-      std::fflush(stdout);
-      sleep(1);
-      CaseResult again = run_case(o, c, m.threads, &m.torch_version);
-      again.attempts = best.attempts + 1;
-      last_load = again.other_load;
-      if (again.other_load < best.other_load) {
-        best = std::move(again);
-      } else {
-        best.attempts = again.attempts;
-      }
-    }
-    results.push_back(std::move(best));
+    results.push_back(least_disturbed(
+        o, [&] { return run_case(o, c, m.threads, omp, &m.torch_version); },
+        [](double load) {
+          std::printf("[other load %.2f, rerun] ", load);
+          std::fflush(stdout);
+        }));
     const CaseResult &r = results.back();
-    if (algo_columns(o)) {
-      for (const AlgoResult &a : r.algos)
-        std::printf("%s %s ms, ", algo_name(a.algo), fmt_ms(ms_or_nan(a.time)).c_str());
-      if (auto_column(o)) std::printf("auto vs best %s, ", auto_vs_best_cell(r).c_str());
-    }
-    std::printf(
-        "ours %s ms, oneDNN NCHW %s / blocked %s ms, torch %s ms, diff %s, other load %s "
-        "(%.1f s)\n",
-        fmt_ms(ms_or_nan(r.ours().time)).c_str(), fmt_ms(ms_or_nan(r.dnnl_nchw)).c_str(),
-        fmt_ms(ms_or_nan(r.dnnl_blocked)).c_str(), fmt_ms(ms_or_nan(r.torch)).c_str(),
-        check_cell(r).c_str(), fmt("%.2f", r.other_load).c_str(), (bench::now_ms() - t0) * 1e-3);
+    std::printf("%s (%.1f s)\n", progress_line(o, r).c_str(), (now_ms() - t0) * 1e-3);
     // A short peak sample between cases: the peak is a maximum, and the
     // machine is shared, so more samples make a disturbed value less likely.
     measure_peaks(o, &m, nullptr);
@@ -174,17 +115,7 @@ int main(int argc, char **argv) {
 
   Scaling sc;
   if (o.scaling) {
-    sc = measure_scaling(o, m.threads);
-    for (int retry = 0; retry < o.retries && sc.other_load > o.max_other_load; ++retry) {
-      sleep(1);
-      Scaling again = measure_scaling(o, m.threads);
-      again.attempts = sc.attempts + 1;
-      if (again.other_load < sc.other_load) {
-        sc = again;
-      } else {
-        sc.attempts = again.attempts;
-      }
-    }
+    sc = least_disturbed(o, [&] { return measure_scaling(o, m.threads, omp); }, [](double) {});
   } else {
     sc.why = "thread scaling skipped (--no-scaling)";
   }

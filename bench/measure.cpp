@@ -8,14 +8,9 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "onednn_layer.hpp"
 #include "ours.hpp"
 
 namespace bench {
-
-void pause_ms(double ms) {
-  if (ms > 0.0) usleep((useconds_t)(ms * 1000.0));
-}
 
 std::string load_average() {
   std::ifstream in("/proc/loadavg");
@@ -50,12 +45,10 @@ long child_peak_rss_kb(const Case &c, const std::string &system, int threads,
     *why = "cannot find /proc/self/exe";
     return -1;
   }
-  const LayerShape &s = c.s;
-  const std::vector<std::string> argv = {
-      self, "--rss-child", system, convpool_dtype_name(c.dtype), std::to_string(s.batch),
-      std::to_string(s.c_in), std::to_string(s.c_out), std::to_string(s.height),
-      std::to_string(s.width), std::to_string(s.k), std::to_string(s.pool),
-      std::to_string(threads), algo_name(algo)};
+  std::vector<std::string> argv = {self, "--rss-child", system};
+  for (const std::string &a : case_args(c)) argv.push_back(a);
+  argv.push_back(std::to_string(threads));
+  argv.push_back(algo_name(algo));
   std::string out;
   const int rc = bench::run_capture(argv, &out);
   const std::string kb = find_value(out, "vmhwm_kb");
@@ -66,40 +59,23 @@ long child_peak_rss_kb(const Case &c, const std::string &system, int threads,
 }
 
 int rss_child_main(int argc, char **argv) {
-  if (argc != 13) {
+  Case c{};
+  convpool_algo algo;
+  if (argc != 5 + kCaseArgCount || !parse_case_args(argv + 3, &c) ||
+      !parse_algo(argv[4 + kCaseArgCount], &algo)) {
     std::printf("n/a bad --rss-child arguments\n");
     return 2;
   }
   const std::string system = argv[2];
-  Case c{};
-  long long v[8];
-  for (int i = 0; i < 8; ++i) v[i] = std::strtoll(argv[4 + i], nullptr, 10);
-  convpool_algo algo;
-  if (!parse_dtype(argv[3], &c.dtype) || !parse_algo(argv[12], &algo)) {
-    std::printf("n/a bad dtype or algorithm\n");
-    return 2;
-  }
-  c.s = LayerShape{v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
-  const int threads = (int)v[7];
-  if (system != "none") {
+  const int threads = std::atoi(argv[3 + kCaseArgCount]);
+  if (system == "ours") {
     const CaseData d = make_data(c.dtype, c.s);
     std::string why;
-    if (system == "ours") {
-      Ours ours;
-      if (!ours.init(c.dtype, c.s, threads, d, &why, algo) || !ours.run(d, &why) ||
-          !ours.run(d, &why)) {
-        std::printf("n/a %s\n", why.c_str());
-        return 1;
-      }
-    } else {
-      bench::OnednnLayer layer;
-      if (!layer.init(c.dtype, c.s, threads, d.src.data(), d.weights.data(), d.bias.data(),
-                      &why)) {
-        std::printf("n/a %s\n", why.c_str());
-        return 1;
-      }
-      layer.run_nchw();
-      layer.run_nchw();
+    Ours ours;
+    if (!ours.init(c.dtype, c.s, threads, d, &why, algo) || !ours.run(d, &why) ||
+        !ours.run(d, &why)) {
+      std::printf("n/a %s\n", why.c_str());
+      return 1;
     }
   }
   std::printf("vmhwm_kb %ld\n", bench::self_peak_rss_kb());

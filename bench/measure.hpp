@@ -1,10 +1,15 @@
 // Measurement utilities shared by the benchmark's parts: per-system timing
-// results, one timed call, the machine facts and FMA peaks, the load average,
-// and the peak-RSS children (this program re-executed with --rss-child).
+// results, reruns of disturbed measurements, the machine facts and FMA peaks,
+// the load average, and the peak-RSS children of ours (this program
+// re-executed with --rss-child).
 #ifndef CONVPOOL_BENCH_MEASURE_HPP
 #define CONVPOOL_BENCH_MEASURE_HPP
 
+#include <unistd.h>
+
+#include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_util.hpp"
@@ -23,15 +28,33 @@ struct TimedResult {
   double median() const { return bench::median(ms); }
 };
 
-void pause_ms(double ms);
+// The median of a result, NaN if it has none.
+inline double ms_or_nan(const TimedResult &t) {
+  return t.ok && !t.ms.empty() ? t.median() : NAN;
+}
 
-// Time one call of fn; returns milliseconds.
-template <typename F>
-double time_call(const Options &o, F &&fn) {
-  pause_ms(o.gap_ms);
-  const double t0 = bench::now_ms();
-  fn();
-  return bench::now_ms() - t0;
+// Run measure() (a result with other_load and attempts), and rerun it up to
+// o.retries times, a second apart, while the kept run's other_load is above
+// o.max_other_load; the least disturbed run is kept. announce(load) is called
+// before each rerun with the load of the run before.
+template <typename Measure, typename Announce>
+auto least_disturbed(const Options &o, Measure &&measure, Announce &&announce)
+    -> decltype(measure()) {
+  auto best = measure();
+  double last_load = best.other_load;
+  for (int retry = 0; retry < o.retries && best.other_load > o.max_other_load; ++retry) {
+    announce(last_load);
+    sleep(1);
+    auto again = measure();
+    again.attempts = best.attempts + 1;
+    last_load = again.other_load;
+    if (again.other_load < best.other_load) {
+      best = std::move(again);
+    } else {
+      best.attempts = again.attempts;
+    }
+  }
+  return best;
 }
 
 // Facts of the machine and the run that the report prints.
@@ -43,7 +66,7 @@ struct Machine {
   std::string torch_version;
   long baseline_rss_kb = -1;
   std::string load_start, load_end;  // 1-minute load averages
-  std::string omp_spin;              // how oneDNN's OpenMP threads wait
+  std::string omp_wait;              // how oneDNN's OpenMP threads wait
 };
 
 // The 1-minute load average from /proc/loadavg, or "?".
@@ -61,14 +84,15 @@ double peak_for(const Machine &m, convpool_dtype d);
 void measure_peaks(const Options &o, Machine *m, const char *when);
 
 // Peak RSS (kB) of a child process that runs only `system` ("ours" with
-// algorithm algo, "onednn" or "none") on case c: the child is this program
+// algorithm algo, or "none") on case c: the child is this program
 // re-executed in --rss-child mode, so its VmHWM covers only its own fresh
-// address space.
+// address space. oneDNN's children are its own processes (onednn_process).
 long child_peak_rss_kb(const Case &c, const std::string &system, int threads,
                        std::string *why, convpool_algo algo = CONVPOOL_ALGO_AUTO);
 
-// The --rss-child mode: build the inputs, run one system twice, print VmHWM.
-// Arguments: system dtype batch cin cout h w k pool threads algo.
+// The --rss-child mode: build the inputs, run ours twice (or nothing for
+// "none"), print VmHWM. Arguments: system, the case (case_args), threads,
+// algo.
 int rss_child_main(int argc, char **argv);
 
 }  // namespace bench

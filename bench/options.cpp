@@ -34,8 +34,8 @@ static void usage(FILE *to) {
       "                    PNG are written next to it (.csv, .png)\n"
       "  --python PATH     interpreter for torch and the plot (default /usr/bin/python3)\n"
       "  --no-torch --no-rss --no-plot --no-scaling   skip those parts\n"
-      "  --omp-default     keep libgomp's default spin time for oneDNN's threads\n"
-      "                    (otherwise GOMP_SPINCOUNT=10000, see bench/README.md)\n"
+      "  --omp-default     run oneDNN with libgomp's default waiting (otherwise\n"
+      "                    OMP_WAIT_POLICY=active, see bench/README.md)\n"
       "  --help\n");
 }
 
@@ -80,7 +80,7 @@ int parse_options(int argc, char **argv, Options *o) {
     } else if (a == "--no-scaling") {
       o->scaling = false;
     } else if (a == "--omp-default") {
-      // handled before parsing (see limit_openmp_spinning)
+      o->omp_default = true;
     } else if (a == "--cases") {
       if (!has_value) return bad("a file");
       o->cases_file = argv[++i];

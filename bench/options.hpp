@@ -24,6 +24,7 @@ struct Options {
   int retries = 2;              // reruns per case at most
   bool quick = false;
   bool torch = true, rss = true, plot = true, scaling = true;
+  bool omp_default = false;  // oneDNN's OpenMP threads wait as libgomp's default
   // Our algorithms to time, each as its own system. The "ours" columns are
   // auto's (the first listed if auto is not).
   std::vector<convpool_algo> algos{CONVPOOL_ALGO_AUTO};

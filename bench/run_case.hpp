@@ -1,6 +1,7 @@
 // One case of the benchmark and the thread-scaling line: every system timed
-// in one interleaved loop, the correctness check, the torch process and the
-// RSS children, and the results the report prints.
+// in one interleaved loop (ours in this process, oneDNN's variants in their
+// own process), the correctness checks, the torch process and the RSS
+// children, and the results the report prints.
 #ifndef CONVPOOL_BENCH_RUN_CASE_HPP
 #define CONVPOOL_BENCH_RUN_CASE_HPP
 
@@ -12,6 +13,7 @@
 #include "cases.hpp"
 #include "convpool.h"
 #include "measure.hpp"
+#include "onednn_process.hpp"
 #include "options.hpp"
 
 namespace bench {
@@ -28,20 +30,32 @@ struct AlgoResult {
 // Index in --algos of the algorithm shown as "ours": auto, or the first listed.
 size_t main_algo_index(const std::vector<convpool_algo> &algos);
 
+// One oneDNN variant in one case: its times, the implementations oneDNN
+// chose, its output against the fp32 reference, its peak RSS.
+struct OnednnResult {
+  int index = 0;  // into onednn_variants()
+  TimedResult time;
+  std::string impl, reorders;
+  bool checked = false;
+  Diff diff;
+  long rss_kb = -1;
+  std::string rss_why;
+};
+
 // Everything measured in one case.
 struct CaseResult {
   Case c{};
   int iters = 0;
   std::vector<AlgoResult> algos;  // ours, one per --algos entry, in that order
   size_t main = 0;                // the entry shown in the "ours" columns
-  TimedResult dnnl_nchw, dnnl_blocked, torch;
-  std::string dnnl_impl;
+  std::vector<OnednnResult> onednn;  // every variant, in onednn_variants() order
+  TimedResult torch;
   double tolerance = 0.0;
-  std::string check_note;
-  long rss_ours_kb = -1, rss_dnnl_kb = -1;
-  std::string rss_ours_why, rss_dnnl_why;
+  std::string check_note, onednn_check_note;
+  long rss_ours_kb = -1;
+  std::string rss_ours_why;
   double other_load = NAN;  // cores used by other processes while timing (max of
-                            // the in-process loop and the torch subprocess)
+                            // the timing loop and the torch subprocess)
   int attempts = 1;         // runs of this case (reruns when disturbed)
 
   const AlgoResult &ours() const { return algos[main]; }
@@ -56,15 +70,19 @@ struct CaseResult {
       if (a.checked && !a.passed) return false;
     return true;
   }
+  // The fastest oneDNN variant (by median) with NCHW in and out, or of the
+  // blocked ones; nullptr if none ran.
+  const OnednnResult *best_onednn(bool nchw_in_out) const;
 };
 
-// Time every system on case c (each of our algorithms and both oneDNN
-// variants interleaved, then torch), check ours against oneDNN and measure
-// the peak RSS of each system.
-CaseResult run_case(const Options &o, const Case &c, int threads, std::string *torch_version);
+// Time every system on case c (each of our algorithms and every oneDNN
+// variant interleaved, then torch), check ours against oneDNN's fp32 output
+// and measure the peak RSS of each system.
+CaseResult run_case(const Options &o, const Case &c, int threads, const OmpWaitSetting &omp,
+                    std::string *torch_version);
 
-// Thread scaling of the headline case: ours and oneDNN blocked on 1 thread
-// and on `threads` threads.
+// Thread scaling of the headline case: ours and oneDNN direct blocked on 1
+// thread and on `threads` threads.
 struct Scaling {
   bool done = false;
   std::string why;
@@ -75,7 +93,7 @@ struct Scaling {
   int attempts = 1;
 };
 
-Scaling measure_scaling(const Options &o, int threads);
+Scaling measure_scaling(const Options &o, int threads, const OmpWaitSetting &omp);
 
 }  // namespace bench
 
