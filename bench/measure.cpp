@@ -19,7 +19,7 @@ std::string load_average() {
 }
 
 double peak_for(const Machine &m, convpool_dtype d) {
-  if (d == CONVPOOL_BFLOAT16) return m.peak[PEAK_BF16_AVX512];
+  if (d == CONVPOOL_BFLOAT16 && m.peak[PEAK_BF16_AVX512] > 0) return m.peak[PEAK_BF16_AVX512];
   return m.peak[PEAK_FP32_AVX512] > 0 ? m.peak[PEAK_FP32_AVX512]
                                             : m.peak[PEAK_FP32_AVX2];
 }

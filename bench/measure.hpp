@@ -72,9 +72,9 @@ struct Machine {
 // The 1-minute load average from /proc/loadavg, or "?".
 std::string load_average();
 
-// The peak a case is measured against: bf16 dot products for bf16, the
-// best fp32 FMA peak (AVX-512 if present) for fp32 and fp16 (fp16 is
-// computed with fp32 FMAs).
+// The peak a case is measured against: bf16 dot products for bf16 where the
+// CPU has them, else the best fp32 FMA peak (AVX-512 if present): fp16, and
+// bf16 without AVX512_BF16, are computed with fp32 FMAs.
 double peak_for(const Machine &m, convpool_dtype d);
 
 // Measure every peak variant and keep the best value seen so far: the
