@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,10 +11,13 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 
 namespace bench {
 
@@ -183,13 +187,17 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+void pause_ms(double ms) {
+  if (ms > 0.0) usleep((useconds_t)(ms * 1000.0));
+}
+
 double minimum(const std::vector<double> &v) {
   return v.empty() ? NAN : *std::min_element(v.begin(), v.end());
 }
 
 // ---- interference ----
 
-CpuSample sample_cpu() {
+CpuSample sample_cpu(const std::vector<pid_t> &running_children) {
   CpuSample s;
   s.wall_s = now_ms() * 1e-3;
   std::ifstream in("/proc/stat");
@@ -209,6 +217,11 @@ CpuSample sample_cpu() {
            (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
   };
   s.self_s = seconds(self) + seconds(children);
+  for (pid_t pid : running_children) {
+    const double child = process_cpu_seconds(pid);
+    if (!std::isfinite(child)) return s;
+    s.self_s += child;
+  }
   s.valid = true;
   return s;
 }
@@ -223,33 +236,71 @@ double other_load(const CpuSample &a, const CpuSample &b) {
 
 // ---- processes ----
 
-int run_capture(const std::vector<std::string> &argv, std::string *output) {
-  output->clear();
+// This process's environment with `env` ("NAME=value") added or replaced.
+static std::vector<std::string> child_environment(const std::vector<std::string> &env) {
+  std::vector<std::string> out;
+  for (char **e = environ; *e; ++e) {
+    const std::string entry = *e;
+    const std::string name = entry.substr(0, entry.find('='));
+    bool replaced = false;
+    for (const std::string &v : env) replaced = replaced || v.rfind(name + "=", 0) == 0;
+    if (!replaced) out.push_back(entry);
+  }
+  out.insert(out.end(), env.begin(), env.end());
+  return out;
+}
+
+static std::vector<char *> c_strings(const std::vector<std::string> &strings) {
+  std::vector<char *> out;
+  for (const std::string &s : strings) out.push_back(const_cast<char *>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+// Fork and exec argv with `env` added to the environment; the child's stdin
+// (if in_fd >= 0), stdout and stderr (if out_fd / err_fd >= 0) become those
+// descriptors. The vectors are built before fork(): between fork and exec
+// the child only makes async-signal-safe calls. Returns the pid, or -1.
+static pid_t spawn(const std::vector<std::string> &argv, const std::vector<std::string> &env,
+                   int in_fd, int out_fd, int err_fd) {
   if (argv.empty()) return -1;
-  int fds[2];
-  if (pipe(fds) != 0) return -1;
-  std::vector<char *> args;
-  for (const std::string &a : argv) args.push_back(const_cast<char *>(a.c_str()));
-  args.push_back(nullptr);
+  const std::vector<std::string> environment = child_environment(env);
+  std::vector<char *> args = c_strings(argv), envp = c_strings(environment);
   std::fflush(stdout);
   std::fflush(stderr);
   const pid_t pid = fork();
+  if (pid != 0) return pid;
+  if (in_fd >= 0) dup2(in_fd, STDIN_FILENO);
+  if (out_fd >= 0) dup2(out_fd, STDOUT_FILENO);
+  if (err_fd >= 0) dup2(err_fd, STDERR_FILENO);
+  execve(args[0], args.data(), envp.data());
+  static const char msg[] = "exec failed\n";
+  if (write(STDERR_FILENO, msg, sizeof msg - 1) < 0) _exit(127);
+  _exit(127);
+}
+
+// Wait for a child; its exit status, 128 + signal if killed, -1 on error.
+static int wait_exit(pid_t pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+int run_capture(const std::vector<std::string> &argv, std::string *output,
+                const std::vector<std::string> &env) {
+  output->clear();
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return -1;
+  const pid_t pid = spawn(argv, env, -1, fds[1], fds[1]);
+  close(fds[1]);
   if (pid < 0) {
     close(fds[0]);
-    close(fds[1]);
     return -1;
   }
-  if (pid == 0) {  // child: stdout and stderr into the pipe, then exec
-    dup2(fds[1], STDOUT_FILENO);
-    dup2(fds[1], STDERR_FILENO);
-    close(fds[0]);
-    close(fds[1]);
-    execv(args[0], args.data());
-    static const char msg[] = "exec failed\n";  // only async-signal-safe calls here
-    if (write(STDERR_FILENO, msg, sizeof msg - 1) < 0) _exit(127);
-    _exit(127);
-  }
-  close(fds[1]);
   char chunk[4096];
   for (;;) {
     const ssize_t n = read(fds[0], chunk, sizeof chunk);
@@ -262,13 +313,109 @@ int run_capture(const std::vector<std::string> &argv, std::string *output) {
     }
   }
   close(fds[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return -1;
+  return wait_exit(pid);
+}
+
+Coprocess::~Coprocess() {
+  finish();
+}
+
+bool Coprocess::start(const std::vector<std::string> &argv, const std::vector<std::string> &env,
+                      std::string *why) {
+  int in[2], out[2];
+  if (pipe2(in, O_CLOEXEC) != 0) {
+    *why = std::string("pipe: ") + std::strerror(errno);
+    return false;
   }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return -1;
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    *why = std::string("pipe: ") + std::strerror(errno);
+    close(in[0]);
+    close(in[1]);
+    return false;
+  }
+  pid_ = spawn(argv, env, in[0], out[1], -1);
+  close(in[0]);
+  close(out[1]);
+  to_child_ = in[1];
+  from_child_ = out[0];
+  if (pid_ < 0) {
+    *why = std::string("fork: ") + std::strerror(errno);
+    finish();
+    return false;
+  }
+  return true;
+}
+
+bool Coprocess::send(const std::string &line) {
+  if (to_child_ < 0) return false;
+  if (stopped_) {
+    kill(pid_, SIGCONT);
+    stopped_ = false;
+  }
+  const std::string text = line + "\n";
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = write(to_child_, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += (size_t)n;
+  }
+  return true;
+}
+
+bool Coprocess::receive(std::string *line) {
+  for (;;) {
+    const size_t nl = buffered_.find('\n');
+    if (nl != std::string::npos) {
+      *line = buffered_.substr(0, nl);
+      buffered_.erase(0, nl + 1);
+      return true;
+    }
+    if (from_child_ < 0) return false;
+    char chunk[4096];
+    const ssize_t n = read(from_child_, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    buffered_.append(chunk, (size_t)n);
+  }
+}
+
+void Coprocess::stop() {
+  if (pid_ < 0 || stopped_) return;
+  if (kill(pid_, SIGSTOP) != 0) return;
+  int status = 0;
+  while (waitpid(pid_, &status, WUNTRACED) < 0 && errno == EINTR) {
+  }
+  stopped_ = true;
+}
+
+int Coprocess::finish() {
+  if (to_child_ >= 0) close(to_child_);
+  if (from_child_ >= 0) close(from_child_);
+  to_child_ = from_child_ = -1;
+  if (pid_ < 0) return -1;
+  if (stopped_) kill(pid_, SIGCONT);
+  stopped_ = false;
+  const int rc = wait_exit(pid_);
+  pid_ = -1;
+  return rc;
+}
+
+double process_cpu_seconds(pid_t pid) {
+  // /proc/PID/stat: "pid (comm) state ..." with utime and stime as fields 14
+  // and 15, in clock ticks; comm may hold spaces, so count after its ')'.
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close_paren = text.rfind(')');
+  const long hz = sysconf(_SC_CLK_TCK);
+  if (close_paren == std::string::npos || hz <= 0) return NAN;
+  std::istringstream fields(text.substr(close_paren + 1));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i == 14) utime = std::strtoull(field.c_str(), nullptr, 10);
+    if (i == 15) stime = std::strtoull(field.c_str(), nullptr, 10);
+  }
+  return (double)(utime + stime) / (double)hz;
 }
 
 long self_peak_rss_kb() {
@@ -286,6 +433,39 @@ std::string self_exe_path() {
   if (n <= 0) return "";
   path[n] = '\0';
   return path;
+}
+
+bool is_executable(const std::string &path) {
+  return access(path.c_str(), X_OK) == 0;
+}
+bool is_file(const std::string &path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string last_line(const std::string &text) {
+  std::string t = text;
+  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
+  const size_t nl = t.rfind('\n');
+  return nl == std::string::npos ? t : t.substr(nl + 1);
+}
+
+std::string find_value(const std::string &text, const std::string &key) {
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind(key + " ", 0) == 0) return line.substr(key.size() + 1);
+  }
+  return "";
+}
+
+// ---- text ----
+
+std::string fmt(const char *format, double v) {
+  if (!std::isfinite(v)) return "n/a";
+  char text[64];
+  std::snprintf(text, sizeof text, format, v);
+  return text;
 }
 
 }  // namespace bench

@@ -1,4 +1,5 @@
-// The oneDNN baseline layer; see onednn_layer.hpp.
+// The oneDNN baseline layer, its variants and the fp32 reference; see
+// onednn_layer.hpp.
 #include "onednn_layer.hpp"
 
 #include <string>
@@ -36,9 +37,10 @@ struct OnednnLayer::State {
   dnnl::convolution_forward conv;
   dnnl::pooling_forward pool;
   bool has_pool = false;
+  bool reorders = false;  // the chosen layout: NCHW <-> blocked around the primitives
   dnnl::reorder src_reorder, dst_reorder;
   memory user_src, conv_src, conv_weights, conv_bias, conv_dst, pool_dst, user_dst;
-  std::string conv_impl, pool_impl;
+  std::string conv_impl, pool_impl, src_reorder_impl, dst_reorder_impl;
 };
 
 OnednnLayer::OnednnLayer() = default;
@@ -56,8 +58,13 @@ static memory::data_type dnnl_type(convpool_dtype dtype) {
   return memory::data_type::f32;
 }
 
-bool OnednnLayer::init(convpool_dtype dtype, const LayerShape &s, int threads, const void *src,
-                       const void *weights, const void *bias, std::string *why) {
+static const char *algorithm_name(OnednnAlgorithm a) {
+  return a == OnednnAlgorithm::winograd ? "winograd" : "direct";
+}
+
+bool OnednnLayer::init(convpool_dtype dtype, const LayerShape &s, OnednnAlgorithm algorithm,
+                       OnednnLayout layout, int threads, const void *src, const void *weights,
+                       const void *bias, std::string *why) {
   threads_ = threads;
   onednn_set_threads(threads);
   try {
@@ -68,13 +75,18 @@ bool OnednnLayer::init(convpool_dtype dtype, const LayerShape &s, int threads, c
     const memory::dims b_dims{s.c_out};
     const memory::dims conv_dims{s.batch, s.c_out, s.conv_h(), s.conv_w()};
     const memory::dims out_dims{s.batch, s.c_out, s.out_h(), s.out_w()};
+    // src and dst: oneDNN's choice, or NCHW; weights always oneDNN's choice
+    // (reordered once, outside the timing), the bias a plain vector.
+    const tag act = layout == OnednnLayout::nchw ? tag::nchw : tag::any;
+    st->reorders = layout == OnednnLayout::chosen;
 
-    // Convolution: let oneDNN choose every layout except the bias vector.
-    const memory::desc src_any(src_dims, dt, tag::any), w_any(w_dims, dt, tag::any),
-        dst_any(conv_dims, dt, tag::any), bias_md(b_dims, dt, tag::x);
+    const memory::desc src_md(src_dims, dt, act), w_any(w_dims, dt, tag::any),
+        dst_md(conv_dims, dt, act), bias_md(b_dims, dt, tag::x);
     const dnnl::convolution_forward::desc conv_desc(
-        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_any, w_any,
-        bias_md, dst_any, {1, 1}, {0, 0}, {0, 0});
+        dnnl::prop_kind::forward_inference,
+        algorithm == OnednnAlgorithm::winograd ? dnnl::algorithm::convolution_winograd
+                                               : dnnl::algorithm::convolution_direct,
+        src_md, w_any, bias_md, dst_md, {1, 1}, {0, 0}, {0, 0});
     const dnnl::convolution_forward::primitive_desc conv_pd(conv_desc, st->engine);
     st->conv = dnnl::convolution_forward(conv_pd);
     st->conv_impl = conv_pd.impl_info_str();
@@ -85,38 +97,51 @@ bool OnednnLayer::init(convpool_dtype dtype, const LayerShape &s, int threads, c
     if (st->has_pool) {
       const dnnl::pooling_forward::desc pool_desc(
           dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_max, conv_pd.dst_desc(),
-          memory::desc(out_dims, dt, tag::any), {s.pool, s.pool}, {s.pool, s.pool}, {0, 0}, {0, 0});
+          memory::desc(out_dims, dt, act), {s.pool, s.pool}, {s.pool, s.pool}, {0, 0}, {0, 0});
       const dnnl::pooling_forward::primitive_desc pool_pd(pool_desc, st->engine);
       st->pool = dnnl::pooling_forward(pool_pd);
       st->pool_impl = pool_pd.impl_info_str();
       out_md = pool_pd.dst_desc();
     }
 
-    // Memories. The user NCHW source wraps the caller's buffer.
+    // Memories. The user NCHW source wraps the caller's buffer; with the
+    // NCHW layout the primitives read it and write the user dst directly.
     st->user_src = memory({src_dims, dt, tag::nchw}, st->engine, const_cast<void *>(src));
-    st->conv_src = memory(conv_pd.src_desc(), st->engine);
+    st->user_dst = memory({out_dims, dt, tag::nchw}, st->engine);
+    st->conv_src = st->reorders ? memory(conv_pd.src_desc(), st->engine) : st->user_src;
     st->conv_weights = memory(conv_pd.weights_desc(), st->engine);
     st->conv_bias = memory(conv_pd.bias_desc(), st->engine);
-    st->conv_dst = memory(conv_pd.dst_desc(), st->engine);
-    if (st->has_pool) st->pool_dst = memory(out_md, st->engine);
-    st->user_dst = memory({out_dims, dt, tag::nchw}, st->engine);
-    st->src_reorder = dnnl::reorder(st->user_src, st->conv_src);
-    st->dst_reorder = dnnl::reorder(st->has_pool ? st->pool_dst : st->conv_dst, st->user_dst);
+    const bool conv_writes_user = !st->reorders && !st->has_pool;
+    st->conv_dst = conv_writes_user ? st->user_dst : memory(conv_pd.dst_desc(), st->engine);
+    if (st->has_pool) st->pool_dst = st->reorders ? memory(out_md, st->engine) : st->user_dst;
+    if (st->reorders) {
+      const memory &out = st->has_pool ? st->pool_dst : st->conv_dst;
+      const dnnl::reorder::primitive_desc src_pd(st->engine, st->user_src.get_desc(), st->engine,
+                                                 st->conv_src.get_desc());
+      const dnnl::reorder::primitive_desc dst_pd(st->engine, out.get_desc(), st->engine,
+                                                 st->user_dst.get_desc());
+      st->src_reorder = dnnl::reorder(src_pd);
+      st->dst_reorder = dnnl::reorder(dst_pd);
+      st->src_reorder_impl = src_pd.impl_info_str();
+      st->dst_reorder_impl = dst_pd.impl_info_str();
+    }
 
     // One-time work, outside any timing: weights and bias into oneDNN's
-    // layouts, and the source into the blocked layout for run_blocked().
+    // layouts, and the source into the blocked layout for run_primitives().
     memory user_w({w_dims, dt, tag::oihw}, st->engine, const_cast<void *>(weights));
     memory user_b(bias_md, st->engine, const_cast<void *>(bias));
     dnnl::reorder(user_w, st->conv_weights).execute(st->stream, user_w, st->conv_weights);
     dnnl::reorder(user_b, st->conv_bias).execute(st->stream, user_b, st->conv_bias);
-    st->src_reorder.execute(st->stream, st->user_src, st->conv_src);
+    if (st->reorders) st->src_reorder.execute(st->stream, st->user_src, st->conv_src);
     st->stream.wait();
     state_ = std::move(st);
     return true;
   } catch (const dnnl::error &e) {
     if (e.status == dnnl_unimplemented) {
-      *why = "oneDNN " + onednn_version() + " has no " + convpool_dtype_name(dtype) +
-             " implementation of this layer for this CPU (" + e.what() + ")";
+      *why = "oneDNN " + onednn_version() + " has no " + convpool_dtype_name(dtype) + " " +
+             algorithm_name(algorithm) + " implementation of this layer " +
+             (layout == OnednnLayout::nchw ? "on NCHW memory " : "") + "for this CPU (" + e.what() +
+             ")";
     } else {
       *why = std::string("oneDNN failed: ") + e.what();
     }
@@ -124,7 +149,7 @@ bool OnednnLayer::init(convpool_dtype dtype, const LayerShape &s, int threads, c
   }
 }
 
-void OnednnLayer::run_blocked() {
+void OnednnLayer::run_primitives() {
   State &st = *state_;
   onednn_set_threads(threads_);
   st.conv.execute(st.stream, {{DNNL_ARG_SRC, st.conv_src},
@@ -138,6 +163,10 @@ void OnednnLayer::run_blocked() {
 
 void OnednnLayer::run_nchw() {
   State &st = *state_;
+  if (!st.reorders) {
+    run_primitives();
+    return;
+  }
   onednn_set_threads(threads_);
   st.src_reorder.execute(st.stream, st.user_src, st.conv_src);
   st.conv.execute(st.stream, {{DNNL_ARG_SRC, st.conv_src},
@@ -157,6 +186,54 @@ const void *OnednnLayer::nchw_dst() const {
 std::string OnednnLayer::impl_info() const {
   if (!state_) return "";
   return state_->has_pool ? state_->conv_impl + " + " + state_->pool_impl : state_->conv_impl;
+}
+
+std::string OnednnLayer::reorder_info() const {
+  if (!state_ || !state_->reorders) return "";
+  return state_->src_reorder_impl + " / " + state_->dst_reorder_impl;
+}
+
+const std::vector<OnednnVariant> &onednn_variants() {
+  using A = OnednnAlgorithm;
+  using L = OnednnLayout;
+  static const std::vector<OnednnVariant> variants = {
+      {"direct-blocked", "direct, blocked", A::direct, L::chosen, false},
+      {"direct-reorder", "direct, NCHW via reorders", A::direct, L::chosen, true},
+      {"direct-nchw", "direct, NCHW tags", A::direct, L::nchw, true},
+      {"winograd-blocked", "Winograd, blocked", A::winograd, L::chosen, false},
+      {"winograd-reorder", "Winograd, NCHW via reorders", A::winograd, L::chosen, true},
+      {"winograd-nchw", "Winograd, NCHW tags", A::winograd, L::nchw, true},
+  };
+  return variants;
+}
+
+int onednn_variant_index(const std::string &key) {
+  const std::vector<OnednnVariant> &all = onednn_variants();
+  for (size_t i = 0; i < all.size(); ++i)
+    if (key == all[i].key) return (int)i;
+  return -1;
+}
+
+void run_onednn_variant(const OnednnVariant &v, OnednnLayer *layer) {
+  // With the NCHW layout both calls are the same; with the chosen layout
+  // the blocked variant leaves the reorders out.
+  if (v.nchw_in_out) {
+    layer->run_nchw();
+  } else {
+    layer->run_primitives();
+  }
+}
+
+bool onednn_reference(const Case &c, const CaseData &data, int threads, std::vector<float> *ref,
+                      std::string *why) {
+  const CaseData wide = widen_data(data, c.dtype, c.s);
+  OnednnLayer layer;
+  if (!layer.init(CONVPOOL_FLOAT32, c.s, OnednnAlgorithm::direct, OnednnLayout::chosen, threads,
+                  wide.src.data(), wide.weights.data(), wide.bias.data(), why))
+    return false;
+  layer.run_nchw();
+  *ref = to_f32(layer.nchw_dst(), CONVPOOL_FLOAT32, dst_count(c.s));
+  return true;
 }
 
 }  // namespace bench

@@ -1,0 +1,78 @@
+// Benchmark cases: the layer shapes and dtypes to time, the built-in lists,
+// the case-file reader, and the deterministic input data of a case.
+#ifndef CONVPOOL_BENCH_CASES_HPP
+#define CONVPOOL_BENCH_CASES_HPP
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bench_util.hpp"
+#include "convpool.h"
+
+namespace bench {
+
+// Shapes of one layer (same contract as convpool: stride 1, no padding,
+// pool P x P stride P floor sizing, P = 1 means no pooling).
+struct LayerShape {
+  int64_t batch, c_in, c_out, height, width, k, pool;
+  int64_t conv_h() const { return height - k + 1; }
+  int64_t conv_w() const { return width - k + 1; }
+  int64_t out_h() const { return conv_h() / pool; }
+  int64_t out_w() const { return conv_w() / pool; }
+};
+
+struct Case {
+  convpool_dtype dtype;
+  LayerShape s;
+};
+
+// "fp32", "fp16", "bf16".
+const char *dtype_short(convpool_dtype d);
+// float32/fp32/f32, float16/fp16/f16/half, bfloat16/bf16.
+bool parse_dtype(const std::string &name, convpool_dtype *out);
+
+// "fp32 B=1 256->256 224x224 K=3 P=2".
+std::string case_label(const Case &c);
+// Why a shape is not a valid case, or "" if it is.
+std::string case_problem(const LayerShape &s);
+
+// Convolution flop (2 per multiply-add); pooling and bias are not counted.
+double case_flop(const Case &c);
+size_t src_count(const LayerShape &s);
+size_t weight_count(const LayerShape &s);
+size_t dst_count(const LayerShape &s);
+// Compulsory traffic: input + weights + bias + output, once each.
+double case_bytes(const Case &c);
+
+Case make_case(convpool_dtype d, int64_t b, int64_t ci, int64_t co, int64_t h, int64_t w, int64_t k,
+               int64_t p);
+// The headline case for the thread-scaling line.
+Case headline_case(bool quick);
+std::vector<Case> default_cases(bool quick);
+// Read "dtype batch cin cout h w k pool" lines; '#' starts a comment.
+bool read_cases(const std::string &path, std::vector<Case> *cases);
+
+// A case as the 8 command-line arguments of a child process (dtype batch cin
+// cout h w k pool), and back from argv[0..7]; false if they do not parse.
+constexpr int kCaseArgCount = 8;
+std::vector<std::string> case_args(const Case &c);
+bool parse_case_args(char **argv, Case *c);
+
+// Inputs of one case in the case's dtype. Values: src in [0, 1), weights in
+// [-0.5, 0.5), bias in [-1, 1), from fixed seeds.
+struct CaseData {
+  Buffer src, weights, bias;
+};
+
+CaseData make_data(convpool_dtype dtype, const LayerShape &s);
+// The same values widened to fp32 (for the fp32 reference of fp16/bf16 cases).
+CaseData widen_data(const CaseData &d, convpool_dtype dtype, const LayerShape &s);
+
+// Largest acceptable max|ours - ref| / max|ref| against the fp32 reference.
+double tolerance_for(convpool_dtype d);
+
+}  // namespace bench
+
+#endif
