@@ -270,6 +270,7 @@ static pid_t spawn(const std::vector<std::string> &argv, const std::vector<std::
   std::fflush(stderr);
   const pid_t pid = fork();
   if (pid != 0) return pid;
+  signal(SIGPIPE, SIG_DFL);  // the driver ignores it (see Coprocess)
   if (in_fd >= 0) dup2(in_fd, STDIN_FILENO);
   if (out_fd >= 0) dup2(out_fd, STDOUT_FILENO);
   if (err_fd >= 0) dup2(err_fd, STDERR_FILENO);
@@ -322,6 +323,9 @@ Coprocess::~Coprocess() {
 
 bool Coprocess::start(const std::vector<std::string> &argv, const std::vector<std::string> &env,
                       std::string *why) {
+  // A child that dies makes our next write fail with EPIPE instead of
+  // killing this process with SIGPIPE.
+  signal(SIGPIPE, SIG_IGN);
   int in[2], out[2];
   if (pipe2(in, O_CLOEXEC) != 0) {
     *why = std::string("pipe: ") + std::strerror(errno);

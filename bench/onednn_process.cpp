@@ -92,19 +92,20 @@ bool OnednnProcess::start(const Case &c, int threads, const std::vector<int> &va
 }
 
 // Send `line` (unless empty) and read the next '@' line into *reply.
+// Once the child is gone, every request fails with the reason of the first.
 bool OnednnProcess::request(const std::string &line, std::string *reply, std::string *why) {
-  if (!line.empty() && !child_.send(line)) {
-    *why = "the oneDNN process is gone (status " + std::to_string(child_.finish()) + ")";
-    return false;
-  }
   std::string text;
-  while (child_.receive(&text)) {
-    if (!text.empty() && text[0] == '@') {
-      *reply = text.substr(1);
-      return true;
+  if (gone_why_.empty() && (line.empty() || child_.send(line))) {
+    while (child_.receive(&text)) {
+      if (!text.empty() && text[0] == '@') {
+        *reply = text.substr(1);
+        return true;
+      }
     }
   }
-  *why = "the oneDNN process ended (status " + std::to_string(child_.finish()) + ")";
+  if (gone_why_.empty())
+    gone_why_ = "the oneDNN process ended (status " + std::to_string(child_.finish()) + ")";
+  *why = gone_why_;
   return false;
 }
 

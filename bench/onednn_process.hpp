@@ -71,6 +71,7 @@ class OnednnProcess {
 
   Coprocess child_;
   std::vector<Variant> variants_;
+  std::string gone_why_;  // why the child ended unasked, once it has
 };
 
 // Peak RSS (kB) of a oneDNN process that builds only variant `index` and

@@ -66,21 +66,28 @@ int parse_options(int argc, char **argv, Options *o) {
       std::fprintf(stderr, "convpool-bench: %s needs %s\n", a.c_str(), what);
       return 2;
     };
+    // Options without a value: each sets one flag.
+    struct Switch {
+      const char *name;
+      bool Options::*flag;
+      bool value;
+    };
+    static const Switch switches[] = {
+        {"--quick", &Options::quick, true},
+        {"--no-torch", &Options::torch, false},
+        {"--no-rss", &Options::rss, false},
+        {"--no-plot", &Options::plot, false},
+        {"--no-scaling", &Options::scaling, false},
+        {"--omp-default", &Options::omp_default, true},
+    };
+    const Switch *sw = nullptr;
+    for (const Switch &candidate : switches)
+      if (a == candidate.name) sw = &candidate;
     if (a == "--help" || a == "-h") {
       usage(stdout);
       return 1;
-    } else if (a == "--quick") {
-      o->quick = true;
-    } else if (a == "--no-torch") {
-      o->torch = false;
-    } else if (a == "--no-rss") {
-      o->rss = false;
-    } else if (a == "--no-plot") {
-      o->plot = false;
-    } else if (a == "--no-scaling") {
-      o->scaling = false;
-    } else if (a == "--omp-default") {
-      o->omp_default = true;
+    } else if (sw) {
+      o->*(sw->flag) = sw->value;
     } else if (a == "--cases") {
       if (!has_value) return bad("a file");
       o->cases_file = argv[++i];

@@ -31,11 +31,12 @@ const OnednnResult *CaseResult::best_onednn(bool nchw_in_out) const {
 
 namespace {
 
-// One system of the timing loop: a call that times itself and the result
-// its times go to.
+// One system of the timing loop: a call that times itself, the result its
+// times go to, and the error that ends its timing (empty while it runs).
 struct System {
   TimedResult *result;
   std::function<double()> timed_call;
+  const std::string *error;
 };
 
 // Warm every system up, then time it in interleaved iterations; returns the
@@ -57,8 +58,10 @@ int time_interleaved(const Options &o, std::vector<System> &systems) {
   std::vector<double> total_ms(systems.size(), 0.0);
   const auto need_more = [&](int done) {
     if (done < o.iters) return true;
-    if (done >= o.max_iters || systems.empty()) return false;
-    return *std::min_element(total_ms.begin(), total_ms.end()) < o.min_time_s * 1e3;
+    if (done >= o.max_iters) return false;
+    for (size_t k = 0; k < systems.size(); ++k)
+      if (systems[k].error->empty() && total_ms[k] < o.min_time_s * 1e3) return true;
+    return false;
   };
   int it = 0;
   for (; need_more(it); ++it) {
@@ -149,18 +152,22 @@ CaseResult run_case(const Options &o, const Case &c, int threads, const OmpWaitS
     std::vector<System> systems;
     for (size_t i = 0; i < ours.size(); ++i)
       if (r.algos[i].time.ok)
-        systems.push_back({&r.algos[i].time, [&, i] {
+        systems.push_back({&r.algos[i].time,
+                           [&, i] {
                              return time_call(o.gap_ms, [&] {
                                if (run_errors[i].empty()) ours[i]->run(data, &run_errors[i]);
                              });
-                           }});
+                           },
+                           &run_errors[i]});
     for (size_t i = 0; i < r.onednn.size(); ++i)
       if (r.onednn[i].time.ok)
-        systems.push_back({&r.onednn[i].time, [&, i] {
+        systems.push_back({&r.onednn[i].time,
+                           [&, i] {
                              if (!dnnl_errors[i].empty()) return 0.0;
                              const double ms = dnnl.run(i, o.gap_ms, &dnnl_errors[i]);
                              return std::isfinite(ms) ? ms : 0.0;
-                           }});
+                           },
+                           &dnnl_errors[i]});
 
     const std::vector<pid_t> children =
         dnnl_started ? std::vector<pid_t>{dnnl.pid()} : std::vector<pid_t>{};
