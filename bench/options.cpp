@@ -10,33 +10,32 @@
 namespace bench {
 
 static void usage(FILE *to) {
-  std::fprintf(
-      to,
-      "usage: convpool-bench [options]\n"
-      "  --cases FILE      cases, one per line: dtype batch cin cout h w k pool\n"
-      "                    (default: the seven built-in cases, see bench/README.md)\n"
-      "  --threads N       threads for every system (default: usable CPUs)\n"
-      "  --algos LIST      our algorithms to time, a comma list of sr, im2col, winograd,\n"
-      "                    auto; default auto; more\n"
-      "                    than one adds a column per algorithm and auto / best of\n"
-      "                    the others\n"
-      "  --iters N         timed iterations per system, at least (default 5)\n"
-      "  --warmup N        untimed iterations per system, >= 1 (default 1)\n"
-      "  --min-time S      repeat short cases until each system ran S seconds\n"
-      "                    (default 0.2; 0 = exactly --iters)\n"
-      "  --max-iters N     cap for --min-time (default 200)\n"
-      "  --gap-ms MS       idle pause before each timed call (default 0)\n"
-      "  --retries N       rerun a case up to N times while other processes used more\n"
-      "                    than --max-other-load cores during it (default 2 and 0.1)\n"
-      "  --max-other-load X\n"
-      "  --quick           smoke run: small cases, 2 iterations, short peak\n"
-      "  --out FILE        Markdown table (default bench/results.md); the CSV and\n"
-      "                    PNG are written next to it (.csv, .png)\n"
-      "  --python PATH     interpreter for torch and the plot (default /usr/bin/python3)\n"
-      "  --no-torch --no-rss --no-plot --no-scaling   skip those parts\n"
-      "  --omp-default     run oneDNN with libgomp's default waiting (otherwise\n"
-      "                    OMP_WAIT_POLICY=active, see bench/README.md)\n"
-      "  --help\n");
+  std::fprintf(to,
+               "usage: convpool-bench [options]\n"
+               "  --cases FILE      cases, one per line: dtype batch cin cout h w k pool\n"
+               "                    (default: the seven built-in cases, see bench/README.md)\n"
+               "  --threads N       threads for every system (default: usable CPUs)\n"
+               "  --algos LIST      our algorithms to time, a comma list of sr, im2col, winograd,\n"
+               "                    auto; default auto; more\n"
+               "                    than one adds a column per algorithm and auto / best of\n"
+               "                    the others\n"
+               "  --iters N         timed iterations per system, at least (default 5)\n"
+               "  --warmup N        untimed iterations per system, >= 1 (default 1)\n"
+               "  --min-time S      repeat short cases until each system ran S seconds\n"
+               "                    (default 0.2; 0 = exactly --iters)\n"
+               "  --max-iters N     cap for --min-time (default 200)\n"
+               "  --gap-ms MS       idle pause before each timed call (default 0)\n"
+               "  --retries N       rerun a case up to N times while other processes used more\n"
+               "                    than --max-other-load cores during it (default 2 and 0.1)\n"
+               "  --max-other-load X\n"
+               "  --quick           smoke run: small cases, 2 iterations, short peak\n"
+               "  --out FILE        Markdown table (default bench/results.md); the CSV and\n"
+               "                    PNG are written next to it (.csv, .png)\n"
+               "  --python PATH     interpreter for torch and the plot (default /usr/bin/python3)\n"
+               "  --no-torch --no-rss --no-plot --no-scaling   skip those parts\n"
+               "  --omp-default     run oneDNN with libgomp's default waiting (otherwise\n"
+               "                    OMP_WAIT_POLICY=active, see bench/README.md)\n"
+               "  --help\n");
 }
 
 static bool parse_int(const char *text, int lo, int *out) {
@@ -73,12 +72,9 @@ int parse_options(int argc, char **argv, Options *o) {
       bool value;
     };
     static const Switch switches[] = {
-        {"--quick", &Options::quick, true},
-        {"--no-torch", &Options::torch, false},
-        {"--no-rss", &Options::rss, false},
-        {"--no-plot", &Options::plot, false},
-        {"--no-scaling", &Options::scaling, false},
-        {"--omp-default", &Options::omp_default, true},
+        {"--quick", &Options::quick, true},         {"--no-torch", &Options::torch, false},
+        {"--no-rss", &Options::rss, false},         {"--no-plot", &Options::plot, false},
+        {"--no-scaling", &Options::scaling, false}, {"--omp-default", &Options::omp_default, true},
     };
     const Switch *sw = nullptr;
     for (const Switch &candidate : switches)
