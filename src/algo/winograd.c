@@ -429,12 +429,15 @@ static void cp_wino_describe(const cp_plan *pl, char *text, size_t capacity) {
  * item) cost more than the products they save when a run has fewer than 8
  * tiles (conv outputs of 8x8 or less: 256 -> 256 channels on an 8x8 conv
  * output ran 1.9x slower than shift-reduce), or when batch x tiles x c_in x
- * c_out is below 2^16 (64 -> 64 channels on a 12x12 conv output): shift-reduce
+ * c_out is below 2^16 (64 -> 64 channels on a 12x12 conv output), or with
+ * fewer than 8 input channels, where the input transform is not amortised (3 ->
+ * 64 channels at 224x224, pool 2: 5.5-7.0 ms against 7.0-7.4 ms): shift-reduce
  * computes those runs.
  */
 static int cp_wino_hands_over(const cp_layer *layer, int64_t batch, int64_t oh, int64_t ow) {
   const double tiles = (double)batch * (double)((oh + 3) / 4) * (double)((ow + 3) / 4);
-  return tiles < 8.0 || tiles * (double)layer->c_in * (double)layer->c_out < 65536.0;
+  return tiles < 8.0 || layer->c_in < 8 ||
+         tiles * (double)layer->c_in * (double)layer->c_out < 65536.0;
 }
 
 const cp_algorithm cp_algorithm_winograd = {
