@@ -90,6 +90,10 @@ static void usage(FILE *f) {
           "Exit status: 0 success, 2 invalid input, 1 other failure.\n");
 }
 
+/* The live operator, destroyed by die() so that no worker thread is left
+   running when the CLI exits on an error. */
+static convpool_op *g_op;
+
 static void die(int code, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
 static void die(int code, const char *fmt, ...) {
   va_list ap;
@@ -98,6 +102,7 @@ static void die(int code, const char *fmt, ...) {
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
   va_end(ap);
+  convpool_op_destroy(g_op); /* after the message: destroy clears the library's error */
   exit(code);
 }
 
@@ -594,6 +599,7 @@ int main(int argc, char **argv) {
   double t0 = now_us();
   convpool_op *op = NULL;
   check(convpool_op_create_layer(&layer, w, bias, &opt, &op));
+  g_op = op;
   const double pack_us = now_us() - t0;
   int64_t yd[4];
   size_t y_bytes = 0;
@@ -672,6 +678,7 @@ int main(int argc, char **argv) {
   /* The workers end before any file is written, so a failed write exits
      with no thread running. */
   convpool_op_destroy(op);
+  g_op = NULL;
   if (c.dump_dir != NULL) {
     if (mkdir(c.dump_dir, 0777) != 0 && errno != EEXIST)
       die(1, "cannot create %s: %s", c.dump_dir, strerror(errno));
