@@ -105,7 +105,9 @@ typedef struct convpool_options {
                     usable CPUs is honoured as asked; a run uses at most one thread per
                     work item (convpool_run_stats.threads), the rest stay asleep */
   convpool_algo algo;
-  int rows_per_item;                   /**< pooled rows per work item; 0 = the plan decides */
+  int rows_per_item;                   /**< pooled rows per work item; 0 = the plan decides.
+                                            Winograd rounds it up to whole 4x4 tiles
+                                            (convpool_op_plan reports the value used) */
   const convpool_allocator *allocator; /**< NULL = the global allocator */
 } convpool_options;
 

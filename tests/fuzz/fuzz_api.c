@@ -290,7 +290,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (st == CONVPOOL_SUCCESS)
       FUZZ_ASSERT(info.items >= 1 && info.threads >= 1 && info.rows_per_item >= 1 &&
                       info.rows_per_item <= ph &&
-                      (rows_per_item == 0 || info.rows_per_item == rows_per_item),
+                      (rows_per_item == 0 || info.rows_per_item == rows_per_item ||
+                       /* Winograd (named, or auto's choice for k = 3) rounds up to whole
+                          tiles of 4 conv rows */
+                       (k == 3 && (algo == CONVPOOL_ALGO_WINOGRAD || algo == CONVPOOL_ALGO_AUTO) &&
+                        info.rows_per_item > rows_per_item)),
                   "plan: items %lld threads %d rows_per_item %lld", (long long)info.items,
                   info.threads, (long long)info.rows_per_item);
     char text[4096];
