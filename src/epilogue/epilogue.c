@@ -31,22 +31,23 @@ void cp_epilogue_row_portable(const cp_epilogue_params *p, const cp_pool_row *ro
         m[x] = cp_maxf(m[x], add_first ? src[a * ld + x] + b : src[a * ld + x]);
     colmax = m;
   }
-  for (size_t t = 0; t < n; t++) {
+  const int add_after = bias != NULL && !p->bias_first;
+  const int clamp = p->min > -INFINITY || p->max < INFINITY;
+  const float b_after = add_after ? *bias : 0.0f;
+  for (size_t t = 0; t < n; t++) { /* one pass: window max, bias, clamp */
     /* window [t*S - off, t*S - off + P) clipped to [0, cols); never empty */
     const size_t start = t * S, lo = start > row->off ? start - row->off : 0;
     size_t hi = start + P - row->off;
     if (hi > cols) hi = cols;
     float v = colmax[lo];
     for (size_t x = lo + 1; x < hi; x++) v = cp_maxf(v, colmax[x]);
+    if (add_after) v += b_after;
+    if (clamp) {
+      if (v < p->min) v = p->min;
+      if (v > p->max) v = p->max;
+    }
     out[t] = v;
   }
-  if (bias != NULL && !p->bias_first)
-    for (size_t t = 0; t < n; t++) out[t] += *bias;
-  if (p->min > -INFINITY || p->max < INFINITY)
-    for (size_t t = 0; t < n; t++) {
-      if (out[t] < p->min) out[t] = p->min;
-      if (out[t] > p->max) out[t] = p->max;
-    }
   if (p->narrow != NULL)
     p->narrow(out, (uint16_t *)dst, n);
   else
