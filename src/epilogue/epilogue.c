@@ -34,11 +34,15 @@ void cp_epilogue_row_portable(const cp_epilogue_params *p, const cp_pool_row *ro
   const int add_after = bias != NULL && !p->bias_first;
   const int clamp = p->min > -INFINITY || p->max < INFINITY;
   const float b_after = add_after ? *bias : 0.0f;
+  /* full windows (no padding or clipping in this row) need no bounds */
+  const int full = row->off == 0 && (n == 0 || (n - 1) * S + P <= cols);
   for (size_t t = 0; t < n; t++) { /* one pass: window max, bias, clamp */
     /* window [t*S - off, t*S - off + P) clipped to [0, cols); never empty */
-    const size_t start = t * S, lo = start > row->off ? start - row->off : 0;
-    size_t hi = start + P - row->off;
-    if (hi > cols) hi = cols;
+    size_t lo = t * S, hi = lo + P;
+    if (!full) {
+      lo = lo > row->off ? lo - row->off : 0;
+      hi = hi - row->off < cols ? hi - row->off : cols;
+    }
     float v = colmax[lo];
     for (size_t x = lo + 1; x < hi; x++) v = cp_maxf(v, colmax[x]);
     if (add_after) v += b_after;
