@@ -14,16 +14,24 @@
  *   stream through), one pass over V for every channel block that fits M
  *   (tools/wino_stages.c measured one pass over all 43 blocks of the headline
  *   ~20% faster than a pass per block), and a streamed weight costing about
- *   as much as 16 kernel lanes.
+ *   as much as 16 kernel lanes; an item's tiles advance along the row by
+ *   whole vector loads of four tiles (16 conv columns);
+ * - auto hands a Winograd run to shift-reduce (measured on 2 cores, README
+ *   "Choosing the algorithm") with fewer than 8 tiles (256 -> 256 channels on
+ *   an 8x8 conv output ran 1.9x slower than shift-reduce), fewer than 8 input
+ *   channels (3 -> 64 channels at 224x224, pool 2: 5.5-7.0 ms against 7.0-7.4
+ *   ms for shift-reduce), or batch x tiles x c_in x c_out below 2^16 (64 -> 64
+ *   channels on a 12x12 conv output).
  */
 #include "config.h"
 
 static const cp_blocking cp_blockings[] = {
-    /* isa               mr  nr  lanes panel buf copy items cols ahead  V KiB  M KiB  U */
-    {CP_ISA_SCALAR, 4, 16, 1, 2, 4, 1.0, 4, 64, 16, 4096, 4096, 1.0},
-    {CP_ISA_AVX2, 6, 16, 8, 2, 4, 8.0, 4, 64, 16, 4096, 4096, 16.0},
-    {CP_ISA_AVX512, 12, 32, 16, 2, 4, 16.0, 4, 64, 16, 4096, 4096, 16.0},
-    {CP_ISA_AVX512_BF16, 12, 32, 16, 2, 4, 16.0, 4, 64, 16, 4096, 4096, 16.0},
+    /* isa              mr  nr panel buf copy items cols ahead V KiB M KiB  U   cols  auto: tiles
+       c_in work */
+    {CP_ISA_SCALAR, 4, 16, 2, 4, 1.0, 4, 64, 16, 4096, 4096, 1.0, 16, 8, 8, 65536},
+    {CP_ISA_AVX2, 6, 16, 2, 4, 8.0, 4, 64, 16, 4096, 4096, 16.0, 16, 8, 8, 65536},
+    {CP_ISA_AVX512, 12, 32, 2, 4, 16.0, 4, 64, 16, 4096, 4096, 16.0, 16, 8, 8, 65536},
+    {CP_ISA_AVX512_BF16, 12, 32, 2, 4, 16.0, 4, 64, 16, 4096, 4096, 16.0, 16, 8, 8, 65536},
 };
 
 const cp_blocking *cp_blocking_for(cp_isa isa) {

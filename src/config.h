@@ -2,8 +2,9 @@
  * Block sizes, one entry per ISA (as BLIS's per-architecture contexts): the
  * register tile of the main microkernel, the per-thread buffer budgets as
  * fractions of the L2 cache, the cost of copying one panel element in the
- * ISA's kernel lanes, and how many work items each thread gets. The plan
- * reads these; nothing else hard-codes a block size.
+ * ISA's kernel lanes, how many work items each thread gets, and the
+ * measured thresholds of the algorithms' rules. The plan and the algorithms
+ * read these; nothing else hard-codes a block size or a threshold.
  */
 #ifndef CONVPOOL_CONFIG_H
 #define CONVPOOL_CONFIG_H
@@ -13,7 +14,6 @@
 typedef struct cp_blocking {
   cp_isa isa;
   int mr, nr;            /* register tile of the main kernel: channels x positions */
-  int lanes;             /* fp32 lanes of one vector multiply-add */
   unsigned panel_l2_div; /* input panel budget: L2 / panel_l2_div per thread */
   unsigned buf_l2_div;   /* tile buffer budget: L2 / buf_l2_div per thread */
   double copy_cost;      /* one copied panel element costs this many kernel lanes */
@@ -25,6 +25,12 @@ typedef struct cp_blocking {
      per item costs in kernel lanes (larger items reuse the weights more). */
   unsigned wino_v_kib, wino_m_kib;
   double wino_u_cost;
+  int wino_col_unit; /* conv columns an item's tiles advance by: whole loads of 4 tiles */
+  /* auto hands a Winograd run to shift-reduce below these: tiles of the run,
+     input channels, and batch x tiles x c_in x c_out */
+  double wino_min_tiles;
+  int64_t wino_min_c_in;
+  double wino_min_work;
 } cp_blocking;
 
 /* The block sizes of an ISA (never NULL). */

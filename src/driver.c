@@ -13,34 +13,38 @@ double cp_seconds(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* The conv extent [*lo, *hi) of pooled outputs [q, q + n) along a side. */
-static void cp_conv_span(int64_t q, int64_t n, int64_t pool, int64_t stride, int64_t pad,
-                         int64_t conv, int64_t *lo, int64_t *count) {
-  int64_t a = q * stride - pad, b = (q + n - 1) * stride - pad + pool;
-  if (a < 0) a = 0;
-  if (b > conv) b = conv;
-  *lo = a, *count = b - a;
-}
-
-cp_item cp_item_of(const cp_plan *pl, int64_t item) {
-  cp_item it;
-  const int64_t cg = item % pl->co_groups;
-  item /= pl->co_groups;
-  const int64_t cbk = item % pl->col_blocks;
-  item /= pl->col_blocks;
-  const int64_t rg = item % pl->row_groups;
-  it.b = item / pl->row_groups;
-  it.q0 = rg * pl->group;
-  it.nq = pl->ph - it.q0 < pl->group ? pl->ph - it.q0 : pl->group;
-  it.c0 = cbk * pl->col_block;
-  it.nc = pl->pw - it.c0 < pl->col_block ? pl->pw - it.c0 : pl->col_block;
-  cp_conv_span(it.q0, it.nq, pl->pool, pl->stride, pl->pool_pad[CP_TOP], pl->oh, &it.y0, &it.ny);
-  cp_conv_span(it.c0, it.nc, pl->pool, pl->stride, pl->pool_pad[CP_LEFT], pl->ow, &it.x0, &it.nx);
-  it.cb0 = cg * pl->co_blocks_per_group;
-  it.cb1 = it.cb0 + pl->co_blocks_per_group < pl->co_blocks ? it.cb0 + pl->co_blocks_per_group
-                                                            : pl->co_blocks;
-  it.flags = 0;
-  return it;
+/*
+ * The epilogue of one channel block of an item: `channels` output channels
+ * from co0, whose conv region (the item's) is in the tile buffer; `row` is
+ * per-thread scratch of the plan's row_bytes. Full windows go to the
+ * epilogue's row function, clipped ones (pool padding, ceil sizing) to the
+ * portable row.
+ */
+static void cp_epilogue_item(const cp_epilogue *e, const cp_plan *pl, const cp_item *it,
+                             const float *buf, float *row, size_t co0, size_t channels, void *dst) {
+  const cp_epilogue_params *p = &e->params;
+  const int64_t P = pl->pool, S = pl->stride;
+  const size_t pw = (size_t)pl->pw, plane = (size_t)pl->ph * pw, es = pl->elem_size;
+  /* columns: the same windows for every row of the item */
+  const size_t off = (size_t)(it->x0 - (it->c0 * S - pl->pool_pad[CP_LEFT]));
+  const int full_cols = off == 0 && (it->nc - 1) * S + P <= it->nx;
+  unsigned char *out0 = (unsigned char *)dst + (((size_t)it->b * (size_t)pl->c_out + co0) * plane +
+                                                (size_t)it->q0 * pw + (size_t)it->c0) *
+                                                   es;
+  for (int64_t q = 0; q < it->nq; q++) {
+    int64_t top = (it->q0 + q) * S - pl->pool_pad[CP_TOP], bottom = top + P;
+    if (top < 0) top = 0;
+    if (bottom > pl->oh) bottom = pl->oh;
+    const cp_epilogue_row_fn fn =
+        full_cols && bottom - top == P ? e->row : cp_epilogue_row_portable;
+    cp_pool_row r = {
+        NULL, pl->buf_row_ld, (size_t)(bottom - top), (size_t)it->nx, off, (size_t)it->nc, row};
+    for (size_t m = 0; m < channels; m++) {
+      r.src = buf + m * pl->buf_cols + (size_t)(top - it->y0) * pl->buf_row_ld;
+      fn(p, &r, p->bias != NULL ? &p->bias[co0 + m] : NULL,
+         out0 + (m * plane + (size_t)q * pw) * es);
+    }
+  }
 }
 
 /* One work item: pack, then compute and pool each channel block. */
@@ -60,7 +64,7 @@ static void cp_run_item(void *context, int64_t index, int thread) {
   double t1 = cp_seconds();
   times->pack += t1 - t0;
 
-  const size_t mr = (size_t)pl->uk->mr;
+  const size_t mr = (size_t)pl->setup->co_block;
   for (int64_t cb = it.cb0; cb < it.cb1; cb++) {
     algo->compute_block(r, &it, panel, cb, buf);
     double t2 = cp_seconds();

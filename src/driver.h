@@ -1,7 +1,8 @@
 /*
  * The driver: work items over the thread pool. An item is packed by its
  * algorithm, then each of its channel blocks is computed into the tile
- * buffer and handed to the epilogue. Phase times are kept per thread.
+ * buffer and pooled row by row by the epilogue. Phase times are kept per
+ * thread.
  */
 #ifndef CONVPOOL_DRIVER_H
 #define CONVPOOL_DRIVER_H
@@ -11,24 +12,11 @@
 #include "plan.h"
 #include "threadpool.h"
 
-#define CP_CACHE_LINE 64
-
 /* Phase times of one thread, padded to a cache line against false sharing. */
 typedef struct cp_phase_times {
   double pack, compute, epilogue;
   char pad[CP_CACHE_LINE - 3 * sizeof(double)];
 } cp_phase_times;
-
-/* The region of one work item. */
-typedef struct cp_item {
-  int64_t b;        /* batch index */
-  int64_t q0, nq;   /* pooled rows [q0, q0 + nq) */
-  int64_t c0, nc;   /* pooled columns [c0, c0 + nc) */
-  int64_t y0, ny;   /* conv rows [y0, y0 + ny) its windows cover */
-  int64_t x0, nx;   /* conv columns [x0, x0 + nx) its windows cover */
-  int64_t cb0, cb1; /* channel blocks [cb0, cb1) */
-  unsigned flags;   /* the algorithm's own, set by its pack_item */
-} cp_item;
 
 /* Everything a run reads; shared by the threads, read-only during the run. */
 typedef struct cp_run {
@@ -41,9 +29,6 @@ typedef struct cp_run {
   unsigned char *scratch; /* threads x pl->scratch_bytes */
   cp_phase_times *times;  /* one per thread */
 } cp_run;
-
-/* The item with index `item` of the plan. */
-cp_item cp_item_of(const cp_plan *pl, int64_t item);
 
 /* Run every item of r->pl on the pool's threads; fill the phase times of
    stats (summed over threads), items and threads. */

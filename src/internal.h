@@ -15,6 +15,12 @@ convpool_status cp_fail(convpool_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void cp_clear_error(void);
 
+/* ---- sizes shared by every room ---- */
+
+/* Bytes of a cache line: scratch regions start on one, and padded strides
+   count in them. */
+#define CP_CACHE_LINE 64
+
 /* ---- memory (status.c) ---- */
 
 const convpool_allocator *cp_allocator_or_default(const convpool_allocator *allocator);

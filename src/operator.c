@@ -123,8 +123,9 @@ convpool_status convpool_op_create_layer(const convpool_layer *public_layer, con
   if ((st = cp_algorithm_choose(o->algo, &layer, cpu, &algo, NULL, 0)) != CONVPOOL_SUCCESS)
     return st;
   cp_algo_setup setup;
+  memset(&setup, 0, sizeof setup);
   if ((st = algo->setup(&layer, cpu, &setup)) != CONVPOOL_SUCCESS) return st;
-  const size_t mr = (size_t)setup.uk->mr;
+  const size_t mr = (size_t)setup.co_block;
   const size_t bias_bytes = ((size_t)c_out + mr - 1) / mr * mr * sizeof(float);
 
   const convpool_allocator *a = cp_allocator_or_default(o->allocator);
@@ -274,13 +275,13 @@ convpool_status convpool_op_plan(const convpool_op *op, int64_t batch, int64_t h
   info->threads = pl.threads;
   info->items = pl.items;
   info->rows_per_item = pl.group;
-  info->mr = pl.uk->mr;
-  info->nr = pl.uk->nr;
+  info->mr = pl.setup->co_block;
+  info->nr = pl.setup->positions;
   info->col_block = pl.col_block;
-  info->packed_weight_bytes = pl.packed_weight_bytes;
+  info->packed_weight_bytes = pl.setup->packed_weight_bytes;
   info->scratch_bytes_per_thread = pl.scratch_bytes;
-  info->isa = cp_isa_name(pl.uk->isa);
-  info->kernel = pl.uk->name;
+  info->isa = cp_isa_name(pl.setup->isa);
+  info->kernel = pl.setup->kernel;
   return CONVPOOL_SUCCESS;
 }
 

@@ -1,46 +1,66 @@
 /*
- * The packers: the weights once per operator, and an item's input into the
- * per-thread panel (fp32, or bf16 channel pairs for the pair kernels) or an
- * im2col strip.
+ * The packers shared by the algorithms: weights in channel blocks for the
+ * shift-reduce kernels, and an item's input window into an fp32 panel (or
+ * bf16 channel pairs for the pair kernels). They take sizes and pointers
+ * only; what an algorithm alone packs lives in its own file.
  */
 #ifndef CONVPOOL_PACK_H
 #define CONVPOOL_PACK_H
 
-#include "driver.h"
+#include <stddef.h>
+#include <stdint.h>
+
+#include "convert.h"
+#include "internal.h"
 
 /* Element `index` of a tensor of `dtype`, as fp32. */
 float cp_load_elem(convpool_dtype dtype, const void *base, size_t index);
+
+/* The channel blocks of a weight packing: `blocks` blocks of `mr` output
+   channels, the last one of `mr_tail` (its kernel's MR); `cpack` input
+   channels per 32-bit element (1: fp32; 2: bf16 pairs). */
+typedef struct cp_weight_blocks {
+  int64_t c_out, c_in, k;
+  size_t mr, mr_tail, cpack;
+} cp_weight_blocks;
+
+/* Bytes of the blocked weights and of one block of them; 0 on overflow. */
+int cp_size_weights_blocked(const cp_weight_blocks *wb, size_t *bytes, size_t *block_bytes);
 
 /*
  * Weights in channel blocks for the shift-reduce kernels:
  * packed[cb][c][i][j][m] = w[cb*MR + m][c][i][j] as fp32, zero past c_out.
  * Block cb starts at cb * MR * steps * k * k; the last block has the tail
  * kernel's MR. Pair kernels (cpack 2) take 32-bit bf16 pairs: channel 2c in
- * the low half, 2c+1 in the high half (zero past c_in).
+ * the low half, 2c+1 in the high half (zero past c_in). w: [c_out, c_in, k, k]
+ * of dtype.
  */
-void cp_pack_weights_blocked(const cp_layer *layer, const cp_algo_setup *setup, const void *weights,
+void cp_pack_weights_blocked(convpool_dtype dtype, const void *w, const cp_weight_blocks *wb,
                              float *packed);
 
-/* Packed size of cp_pack_weights_blocked for the setup's kernels; fills
-   setup->packed_weight_bytes and weight_block_bytes; 0 on overflow. */
-int cp_size_weights_blocked(const cp_layer *layer, cp_algo_setup *setup);
+/* One image of src as the panel packer reads it. */
+typedef struct cp_panel_src {
+  const unsigned char *image; /* [c_in, height, width] of elem_size bytes */
+  size_t elem_size;
+  int64_t c_in, height, width;
+  size_t cpack;      /* channels per panel element: 1, or 2 (bf16 pairs, 16-bit src) */
+  cp_widen_fn widen; /* 16-bit src -> fp32 rows for cpack 1; NULL for float32 */
+  size_t ahead_rows; /* input rows prefetched ahead of the copy */
+} cp_panel_src;
+
+/* Where a panel's elements lie: rows ld apart, channel steps cs apart,
+   `floats` 32-bit elements in all (cs * steps plus a zeroed slack). */
+typedef struct cp_panel_layout {
+  size_t ld, cs, floats;
+} cp_panel_layout;
 
 /*
  * The input panel of an item: every channel, input rows [iy0, iy0 + rows),
  * columns [ix0, ix0 + cols) (negative or past the input: the conv padding,
- * written as zeros), widened to fp32 (or bf16 pairs), rows pl->panel_ld
- * apart, channels pl->panel_cs apart. Everything else the microkernel may
- * read (row ends, channel padding, the final slack) is zero.
+ * written as zeros), widened to fp32 (or bf16 pairs). Everything else the
+ * microkernel may read (row ends, channel padding, the final slack) is zero.
  */
-void cp_pack_panel(const cp_run *r, int64_t b, int64_t iy0, size_t rows, int64_t ix0, size_t cols,
-                   float *panel);
-
-/*
- * The im2col strip of an item: for each tile of NR conv positions of its conv
- * region (in the order of the tile buffer), B[s][i][j][n] = x[s][row + i -
- * pad_top][col + j - pad_left] for position n at (row, col); positions past
- * the item and inputs in the conv padding are zero.
- */
-void cp_pack_im2col(const cp_run *r, const cp_item *it, float *strip);
+void cp_pack_panel(const cp_panel_src *src, int64_t iy0, size_t rows, int64_t ix0, size_t cols,
+                   const cp_panel_layout *layout, float *panel);
 
 #endif

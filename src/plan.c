@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "algo/algo.h"
-#include "driver.h"
 
 static convpool_status cp_check_positive(const char *name, int64_t value) {
   if (value < 1)
@@ -20,19 +19,19 @@ static convpool_status cp_check_positive(const char *name, int64_t value) {
   return CONVPOOL_SUCCESS;
 }
 
-static int cp_fits(const cp_plan *pl) {
-  return pl->panel_bytes <= pl->panel_budget && pl->buf_bytes <= pl->buf_budget;
+static int64_t cp_gcd(int64_t a, int64_t b) {
+  while (b != 0) {
+    const int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
 }
 
-/* Modelled cost per conv position the item advances over: microkernel lanes
-   plus copying. */
-static double cp_cost(const cp_plan *pl) {
-  double tiles = (double)(pl->buf_cols / (size_t)pl->uk->nr);
-  double lanes = tiles * pl->uk->nr * (double)pl->c_steps * (double)(pl->k * pl->k) *
-                 (double)((pl->co_blocks - 1) * pl->uk->mr + pl->uk_tail->mr);
-  double copy = pl->cfg->copy_cost * (double)pl->panel_floats;
-  return (lanes + copy) /
-         ((double)pl->group * (double)pl->col_block * (double)(pl->stride * pl->stride));
+/* Pooled outputs per item unit: the fewest whose conv extent advances by a
+   multiple of `conv_unit` conv outputs, i.e. lcm(conv_unit, stride) / stride. */
+static int64_t cp_pooled_unit(int64_t conv_unit, int64_t stride) {
+  return conv_unit / cp_gcd(stride, conv_unit);
 }
 
 /* The largest conv extent of `n` pooled outputs along a side of `conv`. */
@@ -45,81 +44,106 @@ static int64_t cp_conv_extent(int64_t n, int64_t pool, int64_t stride, int64_t c
    its conv region. 0 on overflow. */
 static int cp_item_size(cp_plan *pl, int64_t g, int64_t n) {
   pl->group = g, pl->col_block = n;
-  pl->conv_rows = cp_conv_extent(g, pl->pool, pl->stride, pl->oh);
-  pl->conv_cols = cp_conv_extent(n, pl->pool, pl->stride, pl->ow);
-  return pl->algo->geometry(pl, pl->conv_rows, pl->conv_cols);
+  pl->conv_rows = cp_conv_extent(g < pl->ph ? g : pl->ph, pl->pool, pl->stride, pl->oh);
+  pl->conv_cols = cp_conv_extent(n < pl->pw ? n : pl->pw, pl->pool, pl->stride, pl->ow);
+  return pl->algo->geometry(pl);
+}
+
+static int cp_fits(const cp_plan *pl) {
+  if (pl->algo->fits != NULL) return pl->algo->fits(pl);
+  return pl->panel_bytes <= pl->panel_budget && pl->buf_bytes <= pl->buf_budget;
+}
+
+/* The size of an item of g pooled rows x n pooled columns, if it fits. */
+static int cp_item_fits(cp_plan *pl, int64_t g, int64_t n) {
+  return cp_item_size(pl, g, n) && cp_fits(pl);
 }
 
 /*
- * Choose the item: column blocks are the whole pooled row or multiples of
- * lcm(stride, NR) / stride pooled columns (so an item advances a multiple of
- * NR conv columns); for each, the most pooled rows that fit the budgets (or
- * the forced rows per item); keep the cheapest by the cost model. Then make
- * enough items for the threads: fewer rows per item first, then channel groups.
+ * Choose the item, one search for every algorithm: items start on whole
+ * units of the algorithm (item_units: conv rows and columns, as pooled rows
+ * and columns); column blocks are the whole pooled row or multiples of the
+ * column unit; for each, the most row units that fit the budgets (or the
+ * forced rows per item, rounded up to the unit); keep the cheapest by the
+ * algorithm's cost model. Then make enough items for the threads: fewer
+ * rows per item while the algorithm finds the smaller items worth it (the
+ * plan then makes channel groups).
  */
 static convpool_status cp_choose_items(cp_plan *pl, int64_t forced) {
-  int (*geometry)(cp_plan *, int64_t, int64_t) = cp_item_size;
-  const int64_t nr = pl->uk->nr;
-  int64_t a = pl->stride, b = nr;
-  while (b != 0) {
-    int64_t t = a % b;
-    a = b;
-    b = t;
-  }
-  const int64_t step = nr / a; /* lcm(stride, NR) / stride */
+  int64_t conv_rows_unit, conv_cols_unit;
+  pl->algo->item_units(pl, &conv_rows_unit, &conv_cols_unit);
+  const int64_t unit = cp_pooled_unit(conv_rows_unit, pl->stride);
+  const int64_t col_step = cp_pooled_unit(conv_cols_unit, pl->stride);
   if (forced > pl->ph)
     return cp_fail(CONVPOOL_INVALID_ARGUMENT, "rows_per_item = %lld exceeds the %lld pooled rows",
                    (long long)forced, (long long)pl->ph);
+  int64_t fixed = 0;
+  if (forced > 0) { /* whole units */
+    fixed = (forced + unit - 1) / unit * unit;
+    if (fixed > pl->ph) fixed = pl->ph;
+  }
+  const int64_t units = (pl->ph + unit - 1) / unit; /* row units of the output */
   double best_cost = 0;
-  int64_t best_g = 0, best_cw = 0;
+  int64_t best_g = 0, best_n = 0;
   for (int64_t m = 0; m <= pl->cfg->max_col_multiples; m++) {
-    int64_t cw = m == 0 ? pl->pw : m * step;
-    if (m > 0 && cw >= pl->pw) break;
-    int64_t g = forced > 0 ? forced : 1;
-    if (!geometry(pl, g, cw) || (forced == 0 && !cp_fits(pl))) continue;
-    if (forced == 0) { /* grow the row group while it fits */
-      int64_t lo = 1, hi = pl->ph;
+    const int64_t n = m == 0 ? pl->pw : m * col_step;
+    if (m > 0 && n >= pl->pw) break;
+    int64_t g = fixed;
+    if (fixed == 0) { /* the most row units that fit */
+      if (!cp_item_fits(pl, unit < pl->ph ? unit : pl->ph, n)) continue;
+      int64_t lo = 1, hi = units;
       while (lo < hi) {
-        int64_t mid = lo + (hi - lo + 1) / 2;
-        if (geometry(pl, mid, cw) && cp_fits(pl))
+        const int64_t mid = lo + (hi - lo + 1) / 2;
+        if (cp_item_fits(pl, mid * unit < pl->ph ? mid * unit : pl->ph, n))
           lo = mid;
         else
           hi = mid - 1;
       }
-      g = lo;
-      if (!geometry(pl, g, cw)) continue;
+      g = lo * unit < pl->ph ? lo * unit : pl->ph;
     }
-    double cost = cp_cost(pl);
-    if (best_g == 0 || cost < best_cost) best_cost = cost, best_g = g, best_cw = cw;
+    if (!cp_item_size(pl, g, n)) continue;
+    const double cost = pl->algo->cost(pl);
+    if (best_g == 0 || cost < best_cost) best_cost = cost, best_g = g, best_n = n;
   }
   if (best_g == 0) { /* nothing fits the budgets: the smallest item, reported over budget */
-    best_g = forced > 0 ? forced : 1;
-    best_cw = step < pl->pw ? step : pl->pw;
+    best_g = fixed > 0 ? fixed : (unit < pl->ph ? unit : pl->ph);
+    best_n = col_step < pl->pw ? col_step : pl->pw;
   }
-  if (!geometry(pl, best_g, best_cw))
+  if (!cp_item_size(pl, best_g, best_n))
     return cp_fail(CONVPOOL_INVALID_ARGUMENT, "input panel of %lld channels is too large",
                    (long long)pl->c_in);
   const int64_t target = (int64_t)pl->cfg->items_per_thread * (int64_t)pl->threads;
   pl->col_blocks = (pl->pw + pl->col_block - 1) / pl->col_block;
   for (;;) {
     pl->row_groups = (pl->ph + pl->group - 1) / pl->group;
-    if (forced > 0 || pl->group == 1 || pl->batch * pl->row_groups * pl->col_blocks >= target)
+    if (fixed > 0 || pl->group <= unit || pl->batch * pl->row_groups * pl->col_blocks >= target)
       break;
-    int64_t g = pl->group - 1;
-    int64_t want_groups = (target + pl->batch * pl->col_blocks - 1) / (pl->batch * pl->col_blocks);
-    int64_t g_items = (pl->ph + want_groups - 1) / want_groups;
-    if (g_items < g) g = g_items;
-    if (!geometry(pl, g, pl->col_block))
-      return cp_fail(CONVPOOL_INTERNAL_ERROR, "panel geometry failed for %lld rows", (long long)g);
+    /* as many row groups as the threads want, in whole units; if the
+       algorithm finds items that small not worth it, one unit fewer */
+    const int64_t want = (target + pl->batch * pl->col_blocks - 1) / (pl->batch * pl->col_blocks);
+    const int64_t step = pl->group - unit;
+    int64_t g = (pl->ph + want - 1) / want;
+    g = (g + unit - 1) / unit * unit;
+    if (g > step) g = step;
+    cp_plan trial = *pl;
+    for (;;) {
+      if (!cp_item_size(&trial, g, pl->col_block))
+        return cp_fail(CONVPOOL_INTERNAL_ERROR, "panel geometry failed for %lld rows",
+                       (long long)g);
+      if (pl->algo->worth_splitting_to == NULL || pl->algo->worth_splitting_to(&trial) || g == step)
+        break;
+      g = step;
+    }
+    if (pl->algo->worth_splitting_to != NULL && !pl->algo->worth_splitting_to(&trial)) break;
+    *pl = trial;
   }
   return CONVPOOL_SUCCESS;
 }
 
-/* The item size (the algorithm's own choice, or the search above), then
-   channel groups until there are enough items for the threads. */
+/* The item size, then channel groups until there are enough items for the
+   threads. */
 static convpool_status cp_choose_blocks(cp_plan *pl, int64_t forced) {
-  const convpool_status st = pl->algo->choose_items != NULL ? pl->algo->choose_items(pl, forced)
-                                                            : cp_choose_items(pl, forced);
+  const convpool_status st = cp_choose_items(pl, forced);
   if (st != CONVPOOL_SUCCESS) return st;
   const int64_t target = (int64_t)pl->cfg->items_per_thread * (int64_t)pl->threads;
   int64_t panels = pl->batch * pl->row_groups * pl->col_blocks;
@@ -129,6 +153,35 @@ static convpool_status cp_choose_blocks(cp_plan *pl, int64_t forced) {
   pl->co_groups = (pl->co_blocks + pl->co_blocks_per_group - 1) / pl->co_blocks_per_group;
   pl->items = panels * pl->co_groups;
   return CONVPOOL_SUCCESS;
+}
+
+void cp_conv_span(int64_t q, int64_t n, int64_t pool, int64_t stride, int64_t pad, int64_t conv,
+                  int64_t *lo, int64_t *count) {
+  int64_t a = q * stride - pad, b = (q + n - 1) * stride - pad + pool;
+  if (a < 0) a = 0;
+  if (b > conv) b = conv;
+  *lo = a, *count = b - a;
+}
+
+cp_item cp_item_of(const cp_plan *pl, int64_t item) {
+  cp_item it;
+  const int64_t cg = item % pl->co_groups;
+  item /= pl->co_groups;
+  const int64_t cbk = item % pl->col_blocks;
+  item /= pl->col_blocks;
+  const int64_t rg = item % pl->row_groups;
+  it.b = item / pl->row_groups;
+  it.q0 = rg * pl->group;
+  it.nq = pl->ph - it.q0 < pl->group ? pl->ph - it.q0 : pl->group;
+  it.c0 = cbk * pl->col_block;
+  it.nc = pl->pw - it.c0 < pl->col_block ? pl->pw - it.c0 : pl->col_block;
+  cp_conv_span(it.q0, it.nq, pl->pool, pl->stride, pl->pool_pad[CP_TOP], pl->oh, &it.y0, &it.ny);
+  cp_conv_span(it.c0, it.nc, pl->pool, pl->stride, pl->pool_pad[CP_LEFT], pl->ow, &it.x0, &it.nx);
+  it.cb0 = cg * pl->co_blocks_per_group;
+  it.cb1 = it.cb0 + pl->co_blocks_per_group < pl->co_blocks ? it.cb0 + pl->co_blocks_per_group
+                                                            : pl->co_blocks;
+  it.flags = 0;
+  return it;
 }
 
 /* Byte count of a [d0, d1, d2, d3] tensor, or 0 if it overflows (or exceeds PTRDIFF_MAX). */
@@ -217,18 +270,15 @@ static convpool_status cp_plan_run(const cp_layer *layer, const cp_algorithm *al
 
   const cp_cpu *cpu = cp_cpu_get();
   pl->algo = algo;
-  if (auto_choice && algo->hands_over != NULL && algo->hands_over(layer, batch, pl->oh, pl->ow)) {
+  if (auto_choice && algo->hands_over != NULL &&
+      algo->hands_over(layer, cp_blocking_for(setup->isa), batch, pl->oh, pl->ow)) {
     pl->handed_over = algo;
     pl->algo = algo->hand_over_to;
   }
-  pl->uk = setup->uk;
-  pl->uk_tail = setup->uk_tail;
-  pl->cfg = cp_blocking_for(setup->uk->isa);
-  pl->c_steps = (layer->c_in + setup->uk->cpack - 1) / setup->uk->cpack;
-  pl->co_blocks = (layer->c_out + setup->uk->mr - 1) / setup->uk->mr;
+  pl->setup = setup;
+  pl->cfg = cp_blocking_for(setup->isa);
+  pl->co_blocks = (layer->c_out + setup->co_block - 1) / setup->co_block;
   pl->threads = threads;
-  pl->packed_weight_bytes = setup->packed_weight_bytes;
-  pl->weight_block_bytes = setup->weight_block_bytes;
   pl->panel_budget = cpu->l2 / pl->cfg->panel_l2_div;
   pl->buf_budget = cpu->l2 / pl->cfg->buf_l2_div;
   if ((st = cp_choose_blocks(pl, rows_per_item)) != CONVPOOL_SUCCESS) return st;
@@ -244,7 +294,7 @@ static convpool_status cp_plan_run(const cp_layer *layer, const cp_algorithm *al
 void cp_plan_describe(const cp_plan *pl, convpool_dtype dtype, const char *choice,
                       const char *epilogue, char *text, size_t capacity) {
   const cp_cpu *cpu = cp_cpu_get();
-  char sweep[256], act[96];
+  char sweep[768], act[96];
   pl->algo->describe(pl, sweep, sizeof sweep);
   if (pl->act_min == -INFINITY && pl->act_max == INFINITY)
     snprintf(act, sizeof act, "none");
@@ -264,18 +314,17 @@ void cp_plan_describe(const cp_plan *pl, convpool_dtype dtype, const char *choic
       "%lld padding %lld,%lld,%lld,%lld\n"
       "activation     %s\n"
       "pool sizing    %s\n"
-      "register tile  %d output channels x %d positions; %lld channel blocks (last: %s)\n"
-      "panel          %lld pooled rows x %lld pooled columns: conv %lld rows (%lld input rows) x "
-      "%lld columns x %lld channels, %s\n"
+      "%s"
       "work items     %lld = batch %lld x row groups %lld x column blocks %lld x channel "
       "groups %lld (%lld blocks each)\n"
       "epilogue       %s\n"
       "threads        %d\n"
-      "packed weights %zu bytes (%zu per channel block)\n"
+      "packed weights %zu bytes\n"
       "panel          %zu bytes per thread (budget L2/%u = %zu: %s)\n"
       "tile buffer    %zu bytes per thread (budget L2/%u = %zu: %s)\n"
       "scratch        %zu bytes per thread, %zu in all\n",
-      pl->algo->name, pl->uk->name, choice, cp_isa_name(pl->uk->isa), cp_isa_name(cpu->detected),
+      pl->algo->name, pl->setup->kernel, choice, cp_isa_name(pl->setup->isa),
+      cp_isa_name(cpu->detected),
       cpu->isa_cap_ignored ? "; CONVPOOL_ISA not recognised, ignored" : "", cpu->l1d >> 10,
       cpu->l2 >> 10, cpu->l3 >> 10, cpu->caches_from_cpuid ? "cpuid" : "fallback values",
       (long long)pl->batch, (long long)pl->c_in, (long long)pl->height, (long long)pl->width,
@@ -284,13 +333,10 @@ void cp_plan_describe(const cp_plan *pl, convpool_dtype dtype, const char *choic
       (long long)pl->pad[0], (long long)pl->pad[1], (long long)pl->pad[2], (long long)pl->pad[3],
       (long long)pl->pool, (long long)pl->stride, (long long)pl->pool_pad[0],
       (long long)pl->pool_pad[1], (long long)pl->pool_pad[2], (long long)pl->pool_pad[3], act,
-      pl->ceil_mode ? "ceil" : "floor", pl->uk->mr, pl->uk->nr, (long long)pl->co_blocks,
-      pl->uk_tail->name, (long long)pl->group, (long long)pl->col_block, (long long)pl->conv_rows,
-      (long long)pl->panel_rows, (long long)pl->conv_cols, (long long)pl->c_in, sweep,
-      (long long)pl->items, (long long)pl->batch, (long long)pl->row_groups,
-      (long long)pl->col_blocks, (long long)pl->co_groups, (long long)pl->co_blocks_per_group,
-      epilogue, pl->threads, pl->packed_weight_bytes, pl->weight_block_bytes, pl->panel_bytes,
-      pl->cfg->panel_l2_div, pl->panel_budget,
+      pl->ceil_mode ? "ceil" : "floor", sweep, (long long)pl->items, (long long)pl->batch,
+      (long long)pl->row_groups, (long long)pl->col_blocks, (long long)pl->co_groups,
+      (long long)pl->co_blocks_per_group, epilogue, pl->threads, pl->setup->packed_weight_bytes,
+      pl->panel_bytes, pl->cfg->panel_l2_div, pl->panel_budget,
       pl->panel_bytes <= pl->panel_budget ? "fits" : "over budget", pl->buf_bytes,
       pl->cfg->buf_l2_div, pl->buf_budget, pl->buf_bytes <= pl->buf_budget ? "fits" : "over budget",
       pl->scratch_bytes, pl->scratch_bytes * (size_t)pl->threads);

@@ -1,25 +1,28 @@
 /*
- * The layer an operator computes and the plan of one run: shapes, the
- * algorithm and its microkernels, every block size and every buffer's bytes,
- * computed in one place (plan.c) with overflow-checked arithmetic.
+ * The layer an operator computes and the plan of one run: shapes, the item
+ * grid, the per-thread byte budgets and every buffer's bytes, computed in one
+ * place (plan.c) with overflow-checked arithmetic. What only one algorithm
+ * needs (its kernels, its panel geometry, its tile counts) is that
+ * algorithm's own state, kept in the setup and the plan as opaque bytes that
+ * only its file reads (algo/algo.h).
  *
  * Work item = (batch, group of `group` pooled rows, block of `col_block`
  * pooled columns, group of output-channel blocks). Its conv region is the
  * conv outputs its pooling windows cover (clipped to the conv output; with
  * overlapping windows, neighbouring items share a few conv rows). The driver
- * (driver.c) runs an item in three steps: the algorithm packs the item's
- * input into per-thread scratch (the "panel"; conv zero padding is written
- * there), then for each channel block of MR it computes the item's conv
- * region into a per-thread tile buffer, which the epilogue pools, biases,
- * activates, converts and stores into dst. Each item owns a disjoint region
- * of dst, so the result does not depend on the thread count.
+ * (driver.c) runs an item: the algorithm packs the item's input into
+ * per-thread scratch (the "panel"), then for each channel block it computes
+ * the item's conv region into a per-thread tile buffer, which the epilogue
+ * pools, biases, activates, converts and stores into dst. Each item owns a
+ * disjoint region of dst, so the result does not depend on the thread count.
  */
 #ifndef CONVPOOL_PLAN_H
 #define CONVPOOL_PLAN_H
 
+#include <stddef.h>
+
 #include "config.h"
 #include "internal.h"
-#include "kernels/ukernel.h"
 
 struct cp_algorithm;
 
@@ -41,12 +44,22 @@ typedef struct cp_layer {
 /* Validate a public layer into a cp_layer (layer.c). */
 convpool_status cp_layer_from_public(const convpool_layer *in, int has_bias, cp_layer *out);
 
+/* Room for an algorithm's own state in its setup and in a plan. An
+   algorithm's struct must fit (each file checks it with _Static_assert). */
+#define CP_ALGO_STATE_BYTES 256
+typedef union cp_algo_state {
+  max_align_t align;
+  unsigned char bytes[CP_ALGO_STATE_BYTES];
+} cp_algo_state;
+
 /* What the algorithm chose at create for a layer. */
 typedef struct cp_algo_setup {
-  const cp_sr_ukernel *uk;      /* main microkernel */
-  const cp_sr_ukernel *uk_tail; /* kernel of the last channel block (may be uk) */
-  size_t packed_weight_bytes;   /* bytes of the packed weights */
-  size_t weight_block_bytes;    /* bytes of one channel block of them */
+  size_t packed_weight_bytes; /* bytes of the packed weights */
+  int co_block;               /* output channels per channel block */
+  int positions;              /* conv positions of the main kernel's register tile */
+  cp_isa isa;                 /* ISA of the kernels it chose */
+  const char *kernel;         /* name of its main kernel */
+  cp_algo_state state;        /* the algorithm's own: its kernels, its weight layout */
 } cp_algo_setup;
 
 typedef struct cp_plan {
@@ -56,50 +69,63 @@ typedef struct cp_plan {
   int64_t pad[4], pool_pad[4];
   float act_min, act_max; /* activation clamp (-inf, +inf: none) */
   int ceil_mode;
-  int64_t c_steps; /* contraction steps over channels: c_in / the kernel's cpack */
-  int64_t oh, ow;  /* conv output */
-  int64_t ph, pw;  /* pooled output */
+  int64_t oh, ow; /* conv output */
+  int64_t ph, pw; /* pooled output */
   size_t elem_size, src_bytes, dst_bytes;
-  /* algorithm and microkernels */
+  /* the algorithm */
   const struct cp_algorithm *algo;
   const struct cp_algorithm *handed_over; /* auto's choice, when it handed this run to algo */
-  const cp_blocking *cfg;
-  const cp_sr_ukernel *uk;
-  const cp_sr_ukernel *uk_tail;
-  int64_t co_blocks; /* ceil(c_out / MR) */
-  /* item size (the plan) */
+  const cp_algo_setup *setup;             /* algo's setup (of handed_over when set) */
+  const cp_blocking *cfg;                 /* block sizes of the setup's ISA */
+  int64_t co_blocks;                      /* ceil(c_out / setup->co_block) */
+  /* item size */
   int64_t group;     /* pooled rows per item (the "rows per item") */
   int64_t col_block; /* pooled columns per item */
   int64_t conv_rows; /* conv rows of the largest item's region */
   int64_t conv_cols; /* conv columns of the largest item's region */
-  /* panel (set by the algorithm's geometry for conv_rows x conv_cols) */
-  int64_t panel_rows;  /* input rows of an item: conv_rows + k - 1 */
-  size_t panel_ld;     /* elements between panel rows */
-  size_t panel_cs;     /* elements between panel channels */
-  size_t panel_floats; /* 32-bit elements of the panel */
-  int flat;            /* tiles run flat over the rows (narrow rows), not per row */
-  size_t tiles;        /* microkernel tiles per channel block of a full item */
-  size_t buf_row_ld;   /* floats between conv rows in the tile buffer */
-  size_t buf_cols;     /* floats per output channel in the tile buffer */
+  /* the tile buffer, as the algorithm's kernels write it: conv row y, column
+     x of the item's region, channel m of the block at
+     m * buf_cols + y * buf_row_ld + x */
+  size_t buf_row_ld, buf_cols;
   /* items */
   int64_t row_groups, col_blocks, co_groups, co_blocks_per_group, items;
   int threads;
   /* bytes */
   size_t panel_bytes, buf_bytes, row_bytes, scratch_bytes; /* per thread */
   size_t panel_budget, buf_budget;
-  size_t packed_weight_bytes, weight_block_bytes;
+  /* the algorithm's own, filled by its geometry for the item size above */
+  cp_algo_state state;
 } cp_plan;
+
+/* The region of one work item. */
+typedef struct cp_item {
+  int64_t b;        /* batch index */
+  int64_t q0, nq;   /* pooled rows [q0, q0 + nq) */
+  int64_t c0, nc;   /* pooled columns [c0, c0 + nc) */
+  int64_t y0, ny;   /* conv rows [y0, y0 + ny) its windows cover */
+  int64_t x0, nx;   /* conv columns [x0, x0 + nx) its windows cover */
+  int64_t cb0, cb1; /* channel blocks [cb0, cb1) */
+  unsigned flags;   /* the algorithm's own, set by its pack_item */
+} cp_item;
+
+/* Pooled outputs along a side of `conv` conv outputs (0 if the window does
+   not fit the padded side). */
+int64_t cp_pooled_size(int64_t conv, int64_t pool, int64_t stride, int64_t pad_lo, int64_t pad_hi,
+                       int ceil_mode);
+
+/* The conv outputs [*lo, *lo + *count) that pooled outputs [q, q + n) cover
+   along a side of `conv` conv outputs (windows clipped to the conv output). */
+void cp_conv_span(int64_t q, int64_t n, int64_t pool, int64_t stride, int64_t pad, int64_t conv,
+                  int64_t *lo, int64_t *count);
+
+/* The item with index `item` of the plan. */
+cp_item cp_item_of(const cp_plan *pl, int64_t item);
 
 /*
  * The plan of a run of `layer` with `algo` (set up as `setup`) on
  * [batch, c_in, height, width]. `rows_per_item` forces the pooled rows of an
  * item (0: the plan decides); `threads` is the thread pool's size.
  */
-/* Pooled outputs along a side of `conv` conv outputs (0 if the window does
-   not fit the padded side). */
-int64_t cp_pooled_size(int64_t conv, int64_t pool, int64_t stride, int64_t pad_lo, int64_t pad_hi,
-                       int ceil_mode);
-
 convpool_status cp_plan_make(const cp_layer *layer, const struct cp_algorithm *algo,
                              const cp_algo_setup *setup, int threads, int64_t rows_per_item,
                              int64_t batch, int64_t height, int64_t width, cp_plan *pl);

@@ -6,9 +6,17 @@
  * shift-reduce panel for the same item, which is why auto tries it last.
  */
 #include <stdio.h>
+#include <string.h>
 
-#include "../pack.h"
 #include "algo.h"
+
+/* The plan's own state: the strip of the item size. */
+typedef struct cp_im2col_plan {
+  size_t floats; /* 32-bit elements of the strip */
+  int flat;      /* tiles run flat over the positions (narrow rows), not per row */
+  size_t tiles;  /* microkernel tiles per channel block of a full item */
+} cp_im2col_plan;
+CP_ALGO_STATE_FITS(cp_im2col_plan);
 
 static const char *cp_im2col_declines(const cp_layer *layer, const cp_cpu *cpu, char *why,
                                       size_t capacity) {
@@ -16,50 +24,132 @@ static const char *cp_im2col_declines(const cp_layer *layer, const cp_cpu *cpu, 
   return NULL; /* every layer of the contract */
 }
 
-static int cp_im2col_geometry(cp_plan *pl, int64_t conv_rows_, int64_t cw) {
-  const size_t nr = (size_t)pl->uk->nr, mr = (size_t)pl->uk->mr, k = (size_t)pl->k;
-  const size_t es = sizeof(float), conv_rows = (size_t)conv_rows_;
-  size_t rows, n;
-  if (!cp_add(conv_rows, k - 1, &rows)) return 0;
+static convpool_status cp_im2col_setup(const cp_layer *layer, const cp_cpu *cpu, cp_algo_setup *s) {
+  return cp_sr_setup_kernels(layer, cpu, layer->dtype, s);
+}
+
+static int cp_im2col_geometry(cp_plan *pl) {
+  cp_im2col_plan *ip = CP_ALGO_STATE(cp_im2col_plan, pl->state);
+  const cp_sr_setup *s = cp_sr_setup_of(pl->setup);
+  const size_t nr = (size_t)s->uk->nr, mr = (size_t)s->uk->mr, k = (size_t)pl->k;
+  const size_t es = sizeof(float), conv_rows = (size_t)pl->conv_rows, cw = (size_t)pl->conv_cols;
+  size_t n;
   /* Flat tiles run over the positions row after row with no halo. */
-  const size_t flat_tiles = (conv_rows * (size_t)cw + nr - 1) / nr;
-  const size_t row_tiles = conv_rows * (((size_t)cw + nr - 1) / nr);
-  pl->flat = flat_tiles < row_tiles;
-  pl->tiles = pl->flat ? flat_tiles : row_tiles;
-  pl->panel_rows = (int64_t)rows, pl->panel_ld = 0, pl->panel_cs = nr;
-  if (!cp_mul((size_t)pl->c_steps, k * k, &n) || !cp_mul(n, nr, &n) ||
-      !cp_mul(n, pl->tiles, &pl->panel_floats) || !cp_mul(pl->panel_floats, es, &pl->panel_bytes))
+  const size_t flat_tiles = (conv_rows * cw + nr - 1) / nr;
+  const size_t row_tiles = conv_rows * ((cw + nr - 1) / nr);
+  ip->flat = flat_tiles < row_tiles;
+  ip->tiles = ip->flat ? flat_tiles : row_tiles;
+  if (!cp_mul((size_t)s->c_steps, k * k, &n) || !cp_mul(n, nr, &n) ||
+      !cp_mul(n, ip->tiles, &ip->floats) || !cp_mul(ip->floats, es, &pl->panel_bytes))
     return 0;
-  pl->buf_row_ld = pl->flat ? (size_t)cw : cp_round_up((size_t)cw, nr);
-  pl->buf_cols = pl->flat ? pl->tiles * nr : conv_rows * pl->buf_row_ld;
+  pl->buf_row_ld = ip->flat ? cw : cp_round_up(cw, nr);
+  pl->buf_cols = ip->flat ? ip->tiles * nr : conv_rows * pl->buf_row_ld;
   return cp_mul(pl->buf_cols, mr * es, &pl->buf_bytes);
 }
 
-static void cp_im2col_pack_item(const cp_run *r, cp_item *it, float *panel) {
-  cp_pack_im2col(r, it, panel);
+static double cp_im2col_cost(const cp_plan *pl) {
+  const cp_im2col_plan *ip = CP_ALGO_STATE(const cp_im2col_plan, pl->state);
+  return cp_sr_cost(pl, ip->tiles, ip->floats);
+}
+
+/*
+ * The strip of an item: for each tile of NR conv positions of its conv
+ * region (in the order of the tile buffer), B[s][i][j][n] = x[s][row + i -
+ * pad_top][col + j - pad_left] for position n at (row, col); positions past
+ * the item and inputs in the conv padding are zero.
+ */
+static void cp_im2col_pack_item(const cp_run *r, cp_item *it, float *strip) {
+  const cp_plan *pl = r->pl;
+  const cp_im2col_plan *ip = CP_ALGO_STATE(const cp_im2col_plan, pl->state);
+  const cp_sr_setup *s = cp_sr_setup_of(pl->setup);
+  const size_t nr = (size_t)s->uk->nr, k = (size_t)pl->k, steps = (size_t)s->c_steps;
+  const size_t w = (size_t)pl->width, hw = (size_t)pl->height * w, cin = (size_t)pl->c_in;
+  const size_t cpack = (size_t)s->uk->cpack, conv_rows = (size_t)it->ny, cw = (size_t)it->nx;
+  const size_t per_row = (cw + nr - 1) / nr;
+  const size_t plane0 = (size_t)it->b * cin * hw;
+  float *to = strip;
+  for (size_t t = 0; t < ip->tiles; t++) {
+    /* input row and column of (i, j) = (0, 0) for each position, and whether
+       every (i, j) of the position lies inside the input */
+    int64_t iy[CP_MAX_NR], ix[CP_MAX_NR];
+    int valid[CP_MAX_NR], inside[CP_MAX_NR], interior = 1;
+    for (size_t n = 0; n < nr; n++) {
+      size_t row, col;
+      if (ip->flat) { /* rows are buf_row_ld positions apart, as in the tile buffer */
+        size_t p = t * nr + n;
+        row = p / pl->buf_row_ld, col = p % pl->buf_row_ld;
+      } else {
+        row = t / per_row, col = (t % per_row) * nr + n;
+      }
+      valid[n] = row < conv_rows && col < cw;
+      iy[n] = it->y0 + (int64_t)row - pl->pad[CP_TOP];
+      ix[n] = it->x0 + (int64_t)col - pl->pad[CP_LEFT];
+      inside[n] = valid[n] && iy[n] >= 0 && iy[n] + (int64_t)k <= pl->height && ix[n] >= 0 &&
+                  ix[n] + (int64_t)k <= pl->width;
+      interior &= inside[n] || !valid[n];
+    }
+    /* Common case: the valid positions are one run within a row, then padding. */
+    size_t run = 0;
+    while (interior && run < nr && valid[run] && iy[run] == iy[0] &&
+           ix[run] == ix[0] + (int64_t)run)
+      run++;
+    int contiguous = interior;
+    for (size_t n = run; n < nr; n++) contiguous &= !valid[n];
+    for (size_t s = 0; s < steps; s++)
+      for (size_t i = 0; i < k; i++)
+        for (size_t j = 0; j < k; j++, to += nr) {
+          const size_t at = plane0 + s * cpack * hw;
+          if (contiguous && run > 0 && cpack == 1) {
+            const size_t from = at + (size_t)(iy[0] + (int64_t)i) * w + (size_t)ix[0] + j;
+            if (r->widen != NULL)
+              r->widen((const uint16_t *)r->src + from, to, run);
+            else
+              memcpy(to, (const float *)r->src + from, run * sizeof(float));
+            memset(to + run, 0, (nr - run) * sizeof(float));
+            continue;
+          }
+          for (size_t n = 0; n < nr; n++) {
+            const int64_t y = iy[n] + (int64_t)i, x = ix[n] + (int64_t)j;
+            const int in = valid[n] && y >= 0 && y < pl->height && x >= 0 && x < pl->width;
+            const size_t from = in ? at + (size_t)y * w + (size_t)x : 0;
+            if (cpack == 2) {
+              const uint16_t *lo = (const uint16_t *)r->src;
+              ((uint32_t *)to)[n] =
+                  in ? lo[from] | (2 * s + 1 < cin ? (uint32_t)lo[from + hw] << 16 : 0u) : 0u;
+            } else {
+              to[n] = in ? cp_load_elem(pl->dtype, r->src, from) : 0.0f;
+            }
+          }
+        }
+  }
 }
 
 static void cp_im2col_compute_block(const cp_run *r, const cp_item *it, const float *panel,
                                     int64_t cb, float *buf) {
   const cp_plan *pl = r->pl;
-  const float *w = r->packed + (size_t)cb * (pl->weight_block_bytes / sizeof(float));
-  const cp_sr_ukernel_fn kernel = cb + 1 == pl->co_blocks ? pl->uk_tail->fn : pl->uk->fn;
-  const size_t nr = (size_t)pl->uk->nr, conv_rows = (size_t)it->ny;
-  const size_t kdim = (size_t)pl->c_steps * (size_t)(pl->k * pl->k);
+  const cp_im2col_plan *ip = CP_ALGO_STATE(const cp_im2col_plan, pl->state);
+  const cp_sr_setup *s = cp_sr_setup_of(pl->setup);
+  const float *w = cp_sr_block_weights(r, cb);
+  const cp_sr_ukernel_fn kernel = cp_sr_block_kernel(pl, cb);
+  const size_t nr = (size_t)s->uk->nr, conv_rows = (size_t)it->ny;
+  const size_t kdim = (size_t)s->c_steps * (size_t)(pl->k * pl->k);
   const size_t per_row = ((size_t)it->nx + nr - 1) / nr;
-  for (size_t t = 0; t < pl->tiles; t++) {
-    if (!pl->flat && t / per_row >= conv_rows) break;
-    if (pl->flat && t * nr >= conv_rows * pl->buf_row_ld) break;
+  for (size_t t = 0; t < ip->tiles; t++) {
+    if (!ip->flat && t / per_row >= conv_rows) break;
+    if (ip->flat && t * nr >= conv_rows * pl->buf_row_ld) break;
     float *tile =
-        pl->flat ? buf + t * nr : buf + (t / per_row) * pl->buf_row_ld + (t % per_row) * nr;
+        ip->flat ? buf + t * nr : buf + (t / per_row) * pl->buf_row_ld + (t % per_row) * nr;
     kernel(panel + t * kdim * nr, nr, 0, kdim, 1, w, tile, pl->buf_cols);
   }
 }
 
 static void cp_im2col_describe(const cp_plan *pl, char *text, size_t capacity) {
-  snprintf(text, capacity, "im2col strip of %zu tiles (%s); sweep %s", pl->tiles,
-           pl->uk->cpack == 2 ? "bf16 channel pairs" : "fp32",
-           pl->flat ? "flat over rows (narrow rows)" : "per conv row");
+  const cp_im2col_plan *ip = CP_ALGO_STATE(const cp_im2col_plan, pl->state);
+  char sweep[128];
+  snprintf(sweep, sizeof sweep, "im2col strip of %zu tiles (%s); sweep %s", ip->tiles,
+           cp_sr_setup_of(pl->setup)->uk->cpack == 2 ? "bf16 channel pairs" : "fp32",
+           ip->flat ? "flat over rows (narrow rows)" : "per conv row");
+  cp_sr_describe_tile(pl, pl->conv_rows + pl->k - 1, sweep, text, capacity);
 }
 
 const cp_algorithm cp_algorithm_im2col = {
@@ -67,9 +157,11 @@ const cp_algorithm cp_algorithm_im2col = {
     .id = CONVPOOL_ALGO_IM2COL,
     .cli = "im2col",
     .declines = cp_im2col_declines,
-    .setup = cp_setup_sr_kernels,
-    .pack_weights = cp_pack_weights_blocked,
+    .setup = cp_im2col_setup,
+    .pack_weights = cp_sr_pack_weights,
+    .item_units = cp_sr_item_units,
     .geometry = cp_im2col_geometry,
+    .cost = cp_im2col_cost,
     .pack_item = cp_im2col_pack_item,
     .compute_block = cp_im2col_compute_block,
     .describe = cp_im2col_describe,

@@ -7,8 +7,16 @@
  */
 #include <stdio.h>
 
-#include "../pack.h"
 #include "algo.h"
+
+/* The plan's own state: the panel of the item size. */
+typedef struct cp_sr_plan {
+  cp_panel_layout panel;
+  int flat;     /* tiles run flat over the rows (narrow rows), not per row */
+  size_t tiles; /* microkernel tiles per channel block of a full item */
+} cp_sr_plan;
+CP_ALGO_STATE_FITS(cp_sr_plan);
+CP_ALGO_STATE_FITS(cp_sr_setup);
 
 static const char *cp_sr_declines(const cp_layer *layer, const cp_cpu *cpu, char *why,
                                   size_t capacity) {
@@ -16,17 +24,24 @@ static const char *cp_sr_declines(const cp_layer *layer, const cp_cpu *cpu, char
   return NULL; /* every layer of the contract */
 }
 
-/* Panels are fp32 for every dtype, so one kernel family serves them all;
-   bfloat16 uses its pair dot-product kernels where the CPU has them. */
-convpool_status cp_setup_sr_kernels(const cp_layer *layer, const cp_cpu *cpu, cp_algo_setup *s) {
-  s->uk = NULL;
-  if (layer->dtype == CONVPOOL_BFLOAT16) s->uk = cp_sr_ukernel_select(CONVPOOL_BFLOAT16, cpu->isa);
+convpool_status cp_sr_setup_kernels(const cp_layer *layer, const cp_cpu *cpu, convpool_dtype dtype,
+                                    cp_algo_setup *setup) {
+  cp_sr_setup *s = CP_ALGO_STATE(cp_sr_setup, setup->state);
+  s->uk = dtype == CONVPOOL_BFLOAT16 ? cp_sr_ukernel_select(CONVPOOL_BFLOAT16, cpu->isa) : NULL;
   if (s->uk == NULL) s->uk = cp_sr_ukernel_select(CONVPOOL_FLOAT32, cpu->isa);
   if (s->uk == NULL)
     return cp_fail(CONVPOOL_UNSUPPORTED, "no %s kernel for isa %s",
                    convpool_dtype_name(layer->dtype), cp_isa_name(cpu->isa));
   s->uk_tail = cp_sr_ukernel_tail(s->uk, (int)(layer->c_out % s->uk->mr));
-  if (!cp_size_weights_blocked(layer, s))
+  s->c_steps = (layer->c_in + s->uk->cpack - 1) / s->uk->cpack;
+  setup->co_block = s->uk->mr;
+  setup->positions = s->uk->nr;
+  setup->isa = s->uk->isa;
+  setup->kernel = s->uk->name;
+  const cp_weight_blocks wb = {
+      layer->c_out,           layer->c_in,         layer->k, (size_t)s->uk->mr,
+      (size_t)s->uk_tail->mr, (size_t)s->uk->cpack};
+  if (!cp_size_weights_blocked(&wb, &setup->packed_weight_bytes, &s->weight_block_bytes))
     return cp_fail(CONVPOOL_INVALID_ARGUMENT,
                    "weights [%lld, %lld, %lld, %lld] have a byte count that overflows",
                    (long long)layer->c_out, (long long)layer->c_in, (long long)layer->k,
@@ -34,46 +49,87 @@ convpool_status cp_setup_sr_kernels(const cp_layer *layer, const cp_cpu *cpu, cp
   return CONVPOOL_SUCCESS;
 }
 
-static int cp_sr_geometry(cp_plan *pl, int64_t conv_rows_, int64_t cw) {
-  const size_t nr = (size_t)pl->uk->nr, mr = (size_t)pl->uk->mr, k = (size_t)pl->k;
+void cp_sr_pack_weights(const cp_layer *layer, const cp_algo_setup *setup, const void *weights,
+                        float *packed) {
+  const cp_sr_setup *s = cp_sr_setup_of(setup);
+  const cp_weight_blocks wb = {
+      layer->c_out,           layer->c_in,         layer->k, (size_t)s->uk->mr,
+      (size_t)s->uk_tail->mr, (size_t)s->uk->cpack};
+  cp_pack_weights_blocked(layer->dtype, weights, &wb, packed);
+}
+
+/* Panels are fp32 for every dtype, so one kernel family serves them all;
+   bfloat16 uses its pair dot-product kernels where the CPU has them. */
+static convpool_status cp_sr_setup_layer(const cp_layer *layer, const cp_cpu *cpu,
+                                         cp_algo_setup *s) {
+  return cp_sr_setup_kernels(layer, cpu, layer->dtype, s);
+}
+
+void cp_sr_item_units(const cp_plan *pl, int64_t *rows, int64_t *cols) {
+  *rows = 1;
+  *cols = cp_sr_setup_of(pl->setup)->uk->nr;
+}
+
+double cp_sr_cost(const cp_plan *pl, size_t tiles, size_t floats) {
+  const cp_sr_setup *s = cp_sr_setup_of(pl->setup);
+  const double lanes = (double)tiles * s->uk->nr * (double)s->c_steps * (double)(pl->k * pl->k) *
+                       (double)((pl->co_blocks - 1) * s->uk->mr + s->uk_tail->mr);
+  const double copy = pl->cfg->copy_cost * (double)floats;
+  return (lanes + copy) /
+         ((double)pl->group * (double)pl->col_block * (double)pl->stride * (double)pl->stride);
+}
+
+static int cp_sr_geometry(cp_plan *pl) {
+  cp_sr_plan *sp = CP_ALGO_STATE(cp_sr_plan, pl->state);
+  const cp_sr_setup *s = cp_sr_setup_of(pl->setup);
+  const size_t nr = (size_t)s->uk->nr, mr = (size_t)s->uk->mr, k = (size_t)pl->k;
   const size_t es = sizeof(float), line = CP_CACHE_LINE / sizeof(float);
-  const size_t conv_rows = (size_t)conv_rows_;
+  const size_t conv_rows = (size_t)pl->conv_rows, cw = (size_t)pl->conv_cols;
   size_t rows, ld, cs, n;
   if (!cp_add(conv_rows, k - 1, &rows)) return 0;
-  ld = (size_t)cw + k - 1;
+  ld = cw + k - 1;
   if (!cp_mul(rows, ld, &cs)) return 0;
   /* An odd number of cache lines between channels spreads the c_in row
      streams over every L1 set instead of piling them on a few. */
   cs = cp_round_up(cs, line);
   if ((cs / line) % 2 == 0) cs += line;
-  if (!cp_mul((size_t)pl->c_steps, cs, &n) || !cp_add(n, 2 * nr, &n)) return 0;
-  pl->panel_rows = (int64_t)rows, pl->panel_ld = ld, pl->panel_cs = cs, pl->panel_floats = n;
+  if (!cp_mul((size_t)s->c_steps, cs, &n) || !cp_add(n, 2 * nr, &n)) return 0;
+  sp->panel.ld = ld, sp->panel.cs = cs, sp->panel.floats = n;
   if (!cp_mul(n, es, &pl->panel_bytes)) return 0;
-  const size_t flat_len = (conv_rows - 1) * ld + (size_t)cw;
+  const size_t flat_len = (conv_rows - 1) * ld + cw;
   const size_t flat_tiles = (flat_len + nr - 1) / nr;
-  const size_t row_tiles = conv_rows * (((size_t)cw + nr - 1) / nr);
-  pl->flat = flat_tiles < row_tiles;
-  pl->tiles = pl->flat ? flat_tiles : row_tiles;
-  pl->buf_row_ld = pl->flat ? ld : cp_round_up((size_t)cw, nr);
-  pl->buf_cols = pl->flat ? flat_tiles * nr : conv_rows * pl->buf_row_ld;
+  const size_t row_tiles = conv_rows * ((cw + nr - 1) / nr);
+  sp->flat = flat_tiles < row_tiles;
+  sp->tiles = sp->flat ? flat_tiles : row_tiles;
+  pl->buf_row_ld = sp->flat ? ld : cp_round_up(cw, nr);
+  pl->buf_cols = sp->flat ? flat_tiles * nr : conv_rows * pl->buf_row_ld;
   return cp_mul(pl->buf_cols, mr * es, &pl->buf_bytes);
+}
+
+static double cp_sr_plan_cost(const cp_plan *pl) {
+  const cp_sr_plan *sp = CP_ALGO_STATE(const cp_sr_plan, pl->state);
+  return cp_sr_cost(pl, sp->tiles, sp->panel.floats);
 }
 
 static void cp_sr_pack_item(const cp_run *r, cp_item *it, float *panel) {
   const cp_plan *pl = r->pl;
+  const cp_sr_plan *sp = CP_ALGO_STATE(const cp_sr_plan, pl->state);
   const size_t k = (size_t)pl->k;
-  cp_pack_panel(r, it->b, it->y0 - pl->pad[CP_TOP], (size_t)it->ny + k - 1,
-                it->x0 - pl->pad[CP_LEFT], (size_t)it->nx + k - 1, panel);
+  const cp_panel_src src = cp_panel_src_of(r, it->b);
+  cp_pack_panel(&src, it->y0 - pl->pad[CP_TOP], (size_t)it->ny + k - 1, it->x0 - pl->pad[CP_LEFT],
+                (size_t)it->nx + k - 1, &sp->panel, panel);
 }
 
 static void cp_sr_compute_block(const cp_run *r, const cp_item *it, const float *panel, int64_t cb,
                                 float *buf) {
   const cp_plan *pl = r->pl;
-  const float *w = r->packed + (size_t)cb * (pl->weight_block_bytes / sizeof(float));
-  const cp_sr_ukernel_fn kernel = cb + 1 == pl->co_blocks ? pl->uk_tail->fn : pl->uk->fn;
-  const size_t nr = (size_t)pl->uk->nr, ld = pl->panel_ld, conv_rows = (size_t)it->ny;
-  const size_t cs = pl->panel_cs, steps = (size_t)pl->c_steps, k = (size_t)pl->k;
-  if (pl->flat) {
+  const cp_sr_plan *sp = CP_ALGO_STATE(const cp_sr_plan, pl->state);
+  const cp_sr_setup *s = cp_sr_setup_of(pl->setup);
+  const float *w = cp_sr_block_weights(r, cb);
+  const cp_sr_ukernel_fn kernel = cp_sr_block_kernel(pl, cb);
+  const size_t nr = (size_t)s->uk->nr, ld = sp->panel.ld, conv_rows = (size_t)it->ny;
+  const size_t cs = sp->panel.cs, steps = (size_t)s->c_steps, k = (size_t)pl->k;
+  if (sp->flat) {
     const size_t len = (conv_rows - 1) * ld + (size_t)it->nx;
     for (size_t t = 0; t < len; t += nr)
       kernel(panel + t, cs, ld, steps, k, w, buf + t, pl->buf_cols);
@@ -84,9 +140,25 @@ static void cp_sr_compute_block(const cp_run *r, const cp_item *it, const float 
   }
 }
 
+void cp_sr_describe_tile(const cp_plan *pl, int64_t input_rows, const char *sweep, char *text,
+                         size_t capacity) {
+  const cp_sr_setup *s = cp_sr_setup_of(pl->setup);
+  snprintf(text, capacity,
+           "register tile  %d output channels x %d positions; %lld channel blocks (last: %s)\n"
+           "panel          %lld pooled rows x %lld pooled columns: conv %lld rows (%lld input "
+           "rows) x %lld columns x %lld channels, %s\n",
+           s->uk->mr, s->uk->nr, (long long)pl->co_blocks, s->uk_tail->name, (long long)pl->group,
+           (long long)pl->col_block, (long long)pl->conv_rows, (long long)input_rows,
+           (long long)pl->conv_cols, (long long)pl->c_in, sweep);
+}
+
 static void cp_sr_describe(const cp_plan *pl, char *text, size_t capacity) {
-  snprintf(text, capacity, "%s; sweep %s", pl->uk->cpack == 2 ? "bf16 channel pairs" : "fp32",
-           pl->flat ? "flat over rows (narrow rows)" : "per conv row");
+  const cp_sr_plan *sp = CP_ALGO_STATE(const cp_sr_plan, pl->state);
+  char sweep[128];
+  snprintf(sweep, sizeof sweep, "%s; sweep %s",
+           cp_sr_setup_of(pl->setup)->uk->cpack == 2 ? "bf16 channel pairs" : "fp32",
+           sp->flat ? "flat over rows (narrow rows)" : "per conv row");
+  cp_sr_describe_tile(pl, pl->conv_rows + pl->k - 1, sweep, text, capacity);
 }
 
 const cp_algorithm cp_algorithm_shift_reduce = {
@@ -94,9 +166,11 @@ const cp_algorithm cp_algorithm_shift_reduce = {
     .id = CONVPOOL_ALGO_SHIFT_REDUCE,
     .cli = "sr",
     .declines = cp_sr_declines,
-    .setup = cp_setup_sr_kernels,
-    .pack_weights = cp_pack_weights_blocked,
+    .setup = cp_sr_setup_layer,
+    .pack_weights = cp_sr_pack_weights,
+    .item_units = cp_sr_item_units,
     .geometry = cp_sr_geometry,
+    .cost = cp_sr_plan_cost,
     .pack_item = cp_sr_pack_item,
     .compute_block = cp_sr_compute_block,
     .describe = cp_sr_describe,

@@ -1,11 +1,8 @@
-/* The portable epilogue row, the choice of row function, and the item loop. */
+/* The portable epilogue row and the choice of row function. */
 #include "epilogue.h"
 
 #include <math.h>
 #include <string.h>
-
-#include "../driver.h"
-#include "../plan.h"
 
 static inline float cp_maxf(float a, float b) {
   return (a > b || a != a) ? a : b;
@@ -70,32 +67,5 @@ void cp_epilogue_select(cp_epilogue *e, cp_isa isa) {
   } else if (plain && isa >= CP_ISA_AVX512 && p->pool == 2) {
     e->row = cp_epilogue_row_pool2_avx512f;
     e->name = "pool2-avx512f";
-  }
-}
-
-void cp_epilogue_item(const cp_epilogue *e, const cp_plan *pl, const cp_item *it, float *buf,
-                      float *row, size_t co0, size_t channels, void *dst) {
-  const cp_epilogue_params *p = &e->params;
-  const int64_t P = pl->pool, S = pl->stride;
-  const size_t pw = (size_t)pl->pw, plane = (size_t)pl->ph * pw, es = pl->elem_size;
-  /* columns: the same windows for every row of the item */
-  const size_t off = (size_t)(it->x0 - (it->c0 * S - pl->pool_pad[CP_LEFT]));
-  const int full_cols = off == 0 && (it->nc - 1) * S + P <= it->nx;
-  unsigned char *out0 = (unsigned char *)dst + (((size_t)it->b * (size_t)pl->c_out + co0) * plane +
-                                                (size_t)it->q0 * pw + (size_t)it->c0) *
-                                                   es;
-  for (int64_t q = 0; q < it->nq; q++) {
-    int64_t top = (it->q0 + q) * S - pl->pool_pad[CP_TOP], bottom = top + P;
-    if (top < 0) top = 0;
-    if (bottom > pl->oh) bottom = pl->oh;
-    const cp_epilogue_row_fn fn =
-        full_cols && bottom - top == P ? e->row : cp_epilogue_row_portable;
-    cp_pool_row r = {
-        NULL, pl->buf_row_ld, (size_t)(bottom - top), (size_t)it->nx, off, (size_t)it->nc, row};
-    for (size_t m = 0; m < channels; m++) {
-      r.src = buf + m * pl->buf_cols + (size_t)(top - it->y0) * pl->buf_row_ld;
-      fn(p, &r, p->bias != NULL ? &p->bias[co0 + m] : NULL,
-         out0 + (m * plane + (size_t)q * pw) * es);
-    }
   }
 }

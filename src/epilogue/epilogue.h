@@ -72,17 +72,4 @@ void cp_epilogue_row_pool2_avx512f(const cp_epilogue_params *p, const cp_pool_ro
 /* Fill e->row and e->name: the fastest row function for e->params on isa. */
 void cp_epilogue_select(cp_epilogue *e, cp_isa isa);
 
-struct cp_plan;
-struct cp_item;
-
-/*
- * The epilogue of one channel block of an item: `channels` output channels
- * from co0, whose conv region (the item's) is in buf (channel m at
- * buf + m * buf_cols, rows buf_row_ld apart); `row` is per-thread scratch of
- * the plan's row_bytes. Full windows go to e->row, clipped ones (pool padding,
- * ceil sizing) to the portable row.
- */
-void cp_epilogue_item(const cp_epilogue *e, const struct cp_plan *pl, const struct cp_item *it,
-                      float *buf, float *row, size_t co0, size_t channels, void *dst);
-
 #endif
