@@ -94,9 +94,11 @@ typedef struct convpool_allocator {
 
 /**
  * Options of an operator. Initialise with convpool_options_init(), which sets
- * `size`; the library reads only the fields that fit in `size`, so a caller
- * built against an older header (a smaller struct) keeps working when fields
- * are added at the end, and later fields take their defaults.
+ * `size`. The library accepts the size of every released version of the
+ * struct and reads only the fields that fit in it, so a caller built against
+ * an older header (a smaller struct) keeps working when fields are added at
+ * the end, and the later fields take their defaults; any other size is
+ * refused (CONVPOOL_INVALID_ARGUMENT), naming it.
  */
 typedef struct convpool_options {
   size_t size; /**< sizeof(convpool_options) of the caller; set by convpool_options_init */
@@ -175,7 +177,8 @@ CONVPOOL_API size_t convpool_dtype_size(convpool_dtype dtype);
 /** Name of a dtype ("float32", "float16", "bfloat16"), or "unknown". */
 CONVPOOL_API const char *convpool_dtype_name(convpool_dtype dtype);
 
-/** Short name of an algorithm ("auto", "sr", "im2col"), or NULL if it is not one. */
+/** Short name of an algorithm ("auto", "sr", "im2col", "winograd", ...: the library's list), or
+    NULL if it is not one. */
 CONVPOOL_API const char *convpool_algo_name(convpool_algo algo);
 
 /**

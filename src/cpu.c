@@ -468,7 +468,6 @@ static void cp_cpu_init(void) {
       limit = c->detected, c->isa_cap_ignored = 1;
     if (limit < c->isa) c->isa = limit;
   }
-  c->usable_cpus = cp_cpu_usable_now();
 }
 
 const cp_cpu *cp_cpu_get(void) {

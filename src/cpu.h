@@ -15,7 +15,6 @@ typedef struct cp_cpu {
   cp_isa isa;          /* best ISA detected, capped by CONVPOOL_ISA */
   cp_isa detected;     /* best ISA the CPU and OS support */
   int isa_cap_ignored; /* CONVPOOL_ISA was set to a value not recognised */
-  int usable_cpus;     /* cp_cpu_usable_now() at the first call; prefer that function */
   size_t l1d, l2, l3;
   int caches_from_cpuid;
 } cp_cpu;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "plan.h"
+#include "validate.h"
 
 /* Pads beyond this are refused: no real layer has them, and it keeps every
    padded size far from overflow. */
@@ -34,17 +35,20 @@ static convpool_status cp_check_positive(const char *name, int64_t value) {
   return CONVPOOL_SUCCESS;
 }
 
-convpool_status cp_layer_from_public(const convpool_layer *in, int has_bias, cp_layer *out) {
-  if (in == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "layer is NULL");
-  if (in->size != sizeof *in)
-    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
-                   "layer->size = %zu is not a convpool_layer size (%zu): initialise it with "
-                   "convpool_layer_init",
-                   in->size, sizeof *in);
+/* The sizes of every released convpool_layer, oldest first. */
+static const size_t cp_layer_sizes[] = {sizeof(convpool_layer)};
+
+convpool_status cp_layer_from_public(const convpool_layer *caller, int has_bias, cp_layer *out) {
+  if (caller == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "layer is NULL");
+  convpool_layer read; /* the defaults, then the caller's fields */
+  convpool_layer_init(&read, CONVPOOL_FLOAT32, 0, 0, 0, 0);
+  convpool_status st = cp_read_sized("layer", caller, caller->size, cp_layer_sizes,
+                                     sizeof cp_layer_sizes / sizeof cp_layer_sizes[0], &read);
+  if (st != CONVPOOL_SUCCESS) return st;
+  const convpool_layer *in = &read;
   if (in->dtype != CONVPOOL_FLOAT32 && in->dtype != CONVPOOL_FLOAT16 &&
       in->dtype != CONVPOOL_BFLOAT16)
     return cp_fail(CONVPOOL_INVALID_ARGUMENT, "dtype = %d is not a convpool_dtype", (int)in->dtype);
-  convpool_status st;
   if ((st = cp_check_positive("c_out", in->c_out)) != CONVPOOL_SUCCESS) return st;
   if ((st = cp_check_positive("c_in", in->c_in)) != CONVPOOL_SUCCESS) return st;
   if ((st = cp_check_positive("k", in->k)) != CONVPOOL_SUCCESS) return st;

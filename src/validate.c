@@ -20,16 +20,31 @@ static convpool_status cp_check_options(const convpool_options *o) {
   return CONVPOOL_SUCCESS;
 }
 
+convpool_status cp_read_sized(const char *what, const void *in, size_t in_size,
+                              const size_t *released, size_t versions, void *out) {
+  for (size_t v = 0; v < versions; v++)
+    if (in_size == released[v]) {
+      memcpy(out, in, in_size); /* the fields past in_size keep the defaults in out */
+      return CONVPOOL_SUCCESS;
+    }
+  return cp_fail(CONVPOOL_INVALID_ARGUMENT,
+                 "%s->size = %zu is not the size of a released convpool_%s (%zu): initialise "
+                 "it with convpool_%s_init",
+                 what, in_size, what, released[versions - 1], what);
+}
+
+/* The sizes of every released convpool_options, oldest first. */
+static const size_t cp_options_sizes[] = {sizeof(convpool_options)};
+
 /* The caller's options (or the defaults), read up to the caller's size. */
 convpool_status cp_read_options(const convpool_options *options, convpool_options *o) {
   convpool_options_init(o);
   if (options == NULL) return CONVPOOL_SUCCESS;
-  if (options->size != sizeof *o) /* the only version so far */
-    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
-                   "options->size = %zu is not a convpool_options size (%zu): initialise it "
-                   "with convpool_options_init",
-                   options->size, sizeof *o);
-  memcpy(o, options, sizeof *o);
+  const convpool_status st =
+      cp_read_sized("options", options, options->size, cp_options_sizes,
+                    sizeof cp_options_sizes / sizeof cp_options_sizes[0], o);
+  if (st != CONVPOOL_SUCCESS) return st;
+  o->size = sizeof *o;
   return cp_check_options(o);
 }
 

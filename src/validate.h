@@ -4,6 +4,13 @@
 
 #include "internal.h"
 
+/* A caller's versioned struct (convpool_options, convpool_layer: `what`),
+   whose first member is its size, into out, which holds the defaults:
+   in_size must be one of the `versions` released sizes (oldest first), and
+   the fields past it keep their defaults. */
+convpool_status cp_read_sized(const char *what, const void *in, size_t in_size,
+                              const size_t *released, size_t versions, void *out);
+
 /* The caller's options (or the defaults when NULL), read up to the caller's
    size and checked. */
 convpool_status cp_read_options(const convpool_options *options, convpool_options *o);

@@ -22,7 +22,9 @@
 
 #include "../internal.h"
 
-#define CP_MAX_NR 64 /* the largest NR of any kernel */
+/* An upper bound of every kernel's NR (the largest is 32), for buffers sized
+   at compile time; the kernel tests check every listed kernel against it. */
+#define CP_MAX_NR 64
 
 typedef void (*cp_sr_ukernel_fn)(const void *x, size_t cs, size_t rs, size_t c_in, size_t k,
                                  const float *w, float *tile, size_t ld);
