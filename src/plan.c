@@ -304,7 +304,7 @@ void cp_plan_describe(const cp_plan *pl, convpool_dtype dtype, const char *choic
     snprintf(act, sizeof act, "clamp [%.9g, %.9g]", (double)pl->act_min, (double)pl->act_max);
   snprintf(
       text, capacity,
-      "algorithm      %s, kernel %s\n"
+      "algorithm      %s (%s), kernel %s\n"
       "%s"
       "isa            %s (detected %s%s)\n"
       "caches         L1d %zu KiB, L2 %zu KiB, L3 %zu KiB (%s)\n"
@@ -323,8 +323,8 @@ void cp_plan_describe(const cp_plan *pl, convpool_dtype dtype, const char *choic
       "panel          %zu bytes per thread (budget L2/%u = %zu: %s)\n"
       "tile buffer    %zu bytes per thread (budget L2/%u = %zu: %s)\n"
       "scratch        %zu bytes per thread, %zu in all\n",
-      pl->algo->name, pl->setup->kernel, choice, cp_isa_name(pl->setup->isa),
-      cp_isa_name(cpu->detected),
+      pl->algo->name, cp_algorithm_short_name(pl->algo), pl->setup->kernel, choice,
+      cp_isa_name(pl->setup->isa), cp_isa_name(cpu->detected),
       cpu->isa_cap_ignored ? "; CONVPOOL_ISA not recognised, ignored" : "", cpu->l1d >> 10,
       cpu->l2 >> 10, cpu->l3 >> 10, cpu->caches_from_cpuid ? "cpuid" : "fallback values",
       (long long)pl->batch, (long long)pl->c_in, (long long)pl->height, (long long)pl->width,

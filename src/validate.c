@@ -40,9 +40,8 @@ static const size_t cp_options_sizes[] = {sizeof(convpool_options)};
 convpool_status cp_read_options(const convpool_options *options, convpool_options *o) {
   convpool_options_init(o);
   if (options == NULL) return CONVPOOL_SUCCESS;
-  const convpool_status st =
-      cp_read_sized("options", options, options->size, cp_options_sizes,
-                    sizeof cp_options_sizes / sizeof cp_options_sizes[0], o);
+  const convpool_status st = cp_read_sized("options", options, options->size, cp_options_sizes,
+                                           sizeof cp_options_sizes / sizeof cp_options_sizes[0], o);
   if (st != CONVPOOL_SUCCESS) return st;
   o->size = sizeof *o;
   return cp_check_options(o);

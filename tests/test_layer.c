@@ -461,9 +461,10 @@ static void skip_unless_isa_runs(void) {
 int main(int argc, char **argv) {
   int failures = 0, cases = 0;
   skip_unless_isa_runs();
-  if (argc > 1 && strcmp(argv[1], "im2col") == 0) g_algo = CONVPOOL_ALGO_IM2COL;
-  if (argc > 1 && strcmp(argv[1], "sr") == 0) g_algo = CONVPOOL_ALGO_SHIFT_REDUCE;
-  if (argc > 1 && strcmp(argv[1], "winograd") == 0) g_algo = CONVPOOL_ALGO_WINOGRAD;
+  if (argc > 1 && convpool_algo_from_name(argv[1], &g_algo) != CONVPOOL_SUCCESS) {
+    printf("%s\n", convpool_last_error());
+    return 2;
+  }
   const int64_t ks[] = {1, 2, 3, 5};
   const int64_t chans[] = {1, 3, 16, 17, 64};
   const int64_t sizes[] = {0, 1, 2, 4, 7, 12, 23, 36}; /* added to k */

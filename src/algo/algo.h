@@ -29,9 +29,8 @@
   _Static_assert(sizeof(type) <= CP_ALGO_STATE_BYTES, #type " does not fit CP_ALGO_STATE_BYTES")
 
 typedef struct cp_algorithm {
-  const char *name; /* "shift-reduce", as printed */
+  const char *name; /* "shift-reduce", as printed (its short name is its line in algorithms.inc) */
   convpool_algo id; /* its value in the public enum */
-  const char *cli;  /* its short name on the command line ("sr") */
 
   /* NULL if it computes `layer` on `cpu`; otherwise why not, one sentence
      (written into why[capacity] when it needs formatting). */
@@ -166,6 +165,9 @@ static inline cp_panel_src cp_panel_src_of(const cp_run *r, int64_t b) {
 
 /* The algorithms in the order auto tries them (list.c). */
 const cp_algorithm *const *cp_algorithm_list(size_t *count);
+
+/* The short name of a listed algorithm ("sr": its line in algorithms.inc). */
+const char *cp_algorithm_short_name(const cp_algorithm *algo);
 
 /* The algorithm with public id `id`, or NULL. */
 const cp_algorithm *cp_algorithm_find(convpool_algo id);

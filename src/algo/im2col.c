@@ -155,7 +155,6 @@ static void cp_im2col_describe(const cp_plan *pl, char *text, size_t capacity) {
 const cp_algorithm cp_algorithm_im2col = {
     .name = "im2col + GEMM",
     .id = CONVPOOL_ALGO_IM2COL,
-    .cli = "im2col",
     .declines = cp_im2col_declines,
     .setup = cp_im2col_setup,
     .pack_weights = cp_sr_pack_weights,

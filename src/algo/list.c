@@ -10,6 +10,19 @@ static const cp_algorithm *const cp_algorithms[] = {
 #undef CP_ALGORITHM
 };
 
+/* Their short names, in the same order. */
+static const char *const cp_algorithm_names[] = {
+#define CP_ALGORITHM(name) #name,
+#include "algorithms.inc"
+#undef CP_ALGORITHM
+};
+
+const char *cp_algorithm_short_name(const cp_algorithm *algo) {
+  for (size_t i = 0; i < sizeof cp_algorithms / sizeof cp_algorithms[0]; i++)
+    if (cp_algorithms[i] == algo) return cp_algorithm_names[i];
+  return "?";
+}
+
 const cp_algorithm *const *cp_algorithm_list(size_t *count) {
   *count = sizeof cp_algorithms / sizeof cp_algorithms[0];
   return cp_algorithms;
@@ -63,7 +76,7 @@ convpool_status cp_algorithm_choose(convpool_algo requested, const cp_layer *lay
 const char *convpool_algo_name(convpool_algo algo) {
   if (algo == CONVPOOL_ALGO_AUTO) return "auto";
   const cp_algorithm *a = cp_algorithm_find(algo);
-  return a != NULL ? a->cli : NULL;
+  return a != NULL ? cp_algorithm_short_name(a) : NULL;
 }
 
 convpool_status convpool_algo_from_name(const char *name, convpool_algo *algo) {
@@ -77,11 +90,11 @@ convpool_status convpool_algo_from_name(const char *name, convpool_algo *algo) {
     return CONVPOOL_SUCCESS;
   }
   for (size_t i = 0; i < sizeof cp_algorithms / sizeof cp_algorithms[0]; i++) {
-    if (strcmp(name, cp_algorithms[i]->cli) == 0) {
+    if (strcmp(name, cp_algorithm_names[i]) == 0) {
       *algo = cp_algorithms[i]->id;
       return CONVPOOL_SUCCESS;
     }
-    snprintf(known + used, sizeof known - used, ", %s", cp_algorithms[i]->cli);
+    snprintf(known + used, sizeof known - used, ", %s", cp_algorithm_names[i]);
     used += strlen(known + used);
   }
   return cp_fail(CONVPOOL_INVALID_ARGUMENT, "'%.64s' is not one of %s", name, known);

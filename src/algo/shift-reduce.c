@@ -161,10 +161,9 @@ static void cp_sr_describe(const cp_plan *pl, char *text, size_t capacity) {
   cp_sr_describe_tile(pl, pl->conv_rows + pl->k - 1, sweep, text, capacity);
 }
 
-const cp_algorithm cp_algorithm_shift_reduce = {
+const cp_algorithm cp_algorithm_sr = {
     .name = "shift-reduce",
     .id = CONVPOOL_ALGO_SHIFT_REDUCE,
-    .cli = "sr",
     .declines = cp_sr_declines,
     .setup = cp_sr_setup_layer,
     .pack_weights = cp_sr_pack_weights,

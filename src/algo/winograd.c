@@ -400,7 +400,6 @@ static int cp_wino_hands_over(const cp_layer *layer, const cp_blocking *cfg, int
 const cp_algorithm cp_algorithm_winograd = {
     .name = "winograd",
     .id = CONVPOOL_ALGO_WINOGRAD,
-    .cli = "winograd",
     .declines = cp_wino_declines,
     .setup = cp_wino_setup_layer,
     .pack_weights = cp_wino_pack_weights_all,
@@ -413,5 +412,5 @@ const cp_algorithm cp_algorithm_winograd = {
     .compute_block = cp_wino_compute_block,
     .describe = cp_wino_describe,
     .hands_over = cp_wino_hands_over,
-    .hand_over_to = &cp_algorithm_shift_reduce,
+    .hand_over_to = &cp_algorithm_sr,
 };
