@@ -64,6 +64,16 @@ static convpool_status cp_op_plan(const convpool_op *op, int64_t batch, int64_t 
       &op->layer, op->algo, &op->setup, op->threads, op->rows_per_item, batch, height, width, pl);
 }
 
+/* The start of a query: a live operator, its output pointer `out` (named
+   `name`) not NULL, and the plan of the shape. */
+static convpool_status cp_op_query(const convpool_op *op, const char *name, const void *out,
+                                   int64_t batch, int64_t height, int64_t width, cp_plan *pl) {
+  cp_clear_error();
+  if (!cp_op_valid(op)) return cp_fail(CONVPOOL_INVALID_STATE, "op is NULL or not a live operator");
+  if (out == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "%s is NULL", name);
+  return cp_op_plan(op, batch, height, width, pl);
+}
+
 /* ---- lifecycle ---- */
 
 /* The epilogue of the layer: pool window and stride, bias (after the max
@@ -199,11 +209,8 @@ convpool_status convpool_op_destroy(convpool_op *op) {
 
 convpool_status convpool_op_output_shape(const convpool_op *op, int64_t batch, int64_t height,
                                          int64_t width, int64_t shape[4], size_t *bytes) {
-  cp_clear_error();
-  if (!cp_op_valid(op)) return cp_fail(CONVPOOL_INVALID_STATE, "op is NULL or not a live operator");
-  if (shape == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "shape is NULL");
   cp_plan pl;
-  convpool_status st = cp_op_plan(op, batch, height, width, &pl);
+  const convpool_status st = cp_op_query(op, "shape", shape, batch, height, width, &pl);
   if (st != CONVPOOL_SUCCESS) return st;
   shape[0] = batch, shape[1] = op->layer.c_out, shape[2] = pl.ph, shape[3] = pl.pw;
   if (bytes != NULL) *bytes = pl.dst_bytes;
@@ -265,11 +272,8 @@ convpool_status convpool_op_run(convpool_op *op, const void *src, int64_t batch,
 
 convpool_status convpool_op_plan(const convpool_op *op, int64_t batch, int64_t height,
                                  int64_t width, convpool_plan_info *info) {
-  cp_clear_error();
-  if (!cp_op_valid(op)) return cp_fail(CONVPOOL_INVALID_STATE, "op is NULL or not a live operator");
-  if (info == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "info is NULL");
   cp_plan pl;
-  convpool_status st = cp_op_plan(op, batch, height, width, &pl);
+  const convpool_status st = cp_op_query(op, "info", info, batch, height, width, &pl);
   if (st != CONVPOOL_SUCCESS) return st;
   memset(info, 0, sizeof *info);
   info->threads = pl.threads;
