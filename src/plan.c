@@ -59,6 +59,16 @@ static int cp_item_fits(cp_plan *pl, int64_t g, int64_t n) {
   return cp_item_size(pl, g, n) && cp_fits(pl);
 }
 
+/* Whether the packed weights outweigh the fp32 input of one image (with its
+   conv padding): then streaming them once more per row group costs more than
+   packing the input once more per channel group. */
+static int cp_weights_dominate(const cp_plan *pl) {
+  const double image = (double)pl->c_in *
+                       (double)(pl->height + pl->pad[CP_TOP] + pl->pad[CP_BOTTOM]) *
+                       (double)(pl->width + pl->pad[CP_LEFT] + pl->pad[CP_RIGHT]) * sizeof(float);
+  return (double)pl->setup->packed_weight_bytes > image;
+}
+
 /*
  * Choose the item, one search for every algorithm: items start on whole
  * units of the algorithm (item_units: conv rows and columns, as pooled rows
@@ -112,7 +122,16 @@ static convpool_status cp_choose_items(cp_plan *pl, int64_t forced) {
   if (!cp_item_size(pl, best_g, best_n))
     return cp_fail(CONVPOOL_INVALID_ARGUMENT, "input panel of %lld channels is too large",
                    (long long)pl->c_in);
-  const int64_t target = (int64_t)pl->cfg->items_per_thread * (int64_t)pl->threads;
+  /* Items for the threads. Each item of a row group streams the packed
+     weights of its channel blocks, and each channel group packs the item's
+     input again: where the weights outweigh an image's input (deep layers,
+     small images), channel groups are the cheaper split and rows are split
+     only for what the channel blocks cannot give. */
+  int64_t target = (int64_t)pl->cfg->items_per_thread * (int64_t)pl->threads;
+  if (cp_weights_dominate(pl)) {
+    const int64_t groups = target < pl->co_blocks ? target : pl->co_blocks;
+    target = (target + groups - 1) / groups;
+  }
   pl->col_blocks = (pl->pw + pl->col_block - 1) / pl->col_block;
   for (;;) {
     pl->row_groups = (pl->ph + pl->group - 1) / pl->group;
