@@ -100,6 +100,13 @@ typedef struct cp_plan {
 int64_t cp_pooled_size(int64_t conv, int64_t pool, int64_t stride, int64_t pad_lo, int64_t pad_hi,
                        int ceil_mode);
 
+/* The shapes of a run of `layer` on [batch, c_in, height, width] and their
+   byte counts: the fields of pl up to dst_bytes (the rest zero). Refuses,
+   naming the value, a size below 1, a filter larger than the padded input, a
+   pool larger than the conv output and byte counts that overflow. */
+convpool_status cp_plan_shape(const cp_layer *layer, int64_t batch, int64_t height, int64_t width,
+                              cp_plan *pl);
+
 convpool_status cp_plan_make(const cp_layer *layer, const struct cp_algorithm *algo,
                              const cp_algo_setup *setup, int threads, int64_t rows_per_item,
                              int64_t batch, int64_t height, int64_t width, cp_plan *pl);
