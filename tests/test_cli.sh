@@ -127,8 +127,8 @@ done
 grep -q '^  "activation": {"clamp": \[0, 6\]},$' "$tmp/l16/meta.json" || { echo "relu6 is not written as clamp [0, 6]"; fail=1; }
 [ "$(stat -c %s "$tmp/l32/out.bin")" -eq $((2 * 7 * 11 * 12 * 4)) ] || { echo "layer out.bin (float32) has the wrong size"; fail=1; }
 [ "$(stat -c %s "$tmp/l16/out.bin")" -eq $((2 * 7 * 19 * 23 * 2)) ] || { echo "layer out.bin (float16) has the wrong size"; fail=1; }
-# scripts/check_conv.py does not read the layer keys: the dumps are checked
-# against the reference above, and reloaded with --load-dir.
+# The dumps are checked against the reference above (independent of
+# scripts/check_conv.py and the binding), and reloaded with --load-dir.
 if [ -x /usr/bin/python3 ]; then
   for d in l32 l16; do
     reference "$tmp/$d" || { echo "$d: out.bin differs from the reference"; fail=1; }
