@@ -17,7 +17,7 @@ run: build
 	./$(BUILD)/bin/convpool --show-tiling
 
 deps:
-	sh tools/install-deps.sh
+	sh scripts/install-deps.sh
 
 test: deps build
 	cd $(BUILD) && ctest --output-on-failure -j 1

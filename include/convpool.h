@@ -177,6 +177,25 @@ CONVPOOL_API size_t convpool_dtype_size(convpool_dtype dtype);
 /** Name of a dtype ("float32", "float16", "bfloat16"), or "unknown". */
 CONVPOOL_API const char *convpool_dtype_name(convpool_dtype dtype);
 
+/**
+ * The dtype with name `name` (as convpool_dtype_name gives it).
+ * @returns CONVPOOL_SUCCESS, or CONVPOOL_INVALID_ARGUMENT naming the known names
+ */
+CONVPOOL_API convpool_status convpool_dtype_from_name(const char *name, convpool_dtype *dtype);
+
+/**
+ * Convert `count` elements from src_dtype to dst_dtype, as the library does
+ * at its own boundaries: exact widening to float32, one round to nearest even
+ * when narrowing (overflow gives Inf; a NaN stays a NaN, a signalling one may
+ * come out quiet).
+ * @param src  count elements of src_dtype, aligned to its element size
+ * @param dst  count elements of dst_dtype, aligned likewise; must not overlap src
+ * @returns CONVPOOL_SUCCESS, or CONVPOOL_INVALID_ARGUMENT (unknown dtype, NULL or
+ *          misaligned pointer, overlap, a byte count that overflows)
+ */
+CONVPOOL_API convpool_status convpool_convert(const void *src, convpool_dtype src_dtype, void *dst,
+                                              convpool_dtype dst_dtype, size_t count);
+
 /** Short name of an algorithm ("auto", "sr", "im2col", "winograd", ...: the library's list), or
     NULL if it is not one. */
 CONVPOOL_API const char *convpool_algo_name(convpool_algo algo);
@@ -186,6 +205,14 @@ CONVPOOL_API const char *convpool_algo_name(convpool_algo algo);
  * @returns CONVPOOL_SUCCESS, or CONVPOOL_INVALID_ARGUMENT naming the known names
  */
 CONVPOOL_API convpool_status convpool_algo_from_name(const char *name, convpool_algo *algo);
+
+/**
+ * The algorithms a caller may ask for: CONVPOOL_ALGO_AUTO first, then the
+ * library's list in auto's order (best first). Writes the first
+ * min(count, capacity) of them to `algos` (which may be NULL when capacity is 0).
+ * @returns count, the number of algorithms
+ */
+CONVPOOL_API size_t convpool_algo_list(convpool_algo *algos, size_t capacity);
 
 /** Fill options with the defaults (all threads, auto algorithm, planned items). */
 CONVPOOL_API void convpool_options_init(convpool_options *options);
@@ -238,6 +265,19 @@ CONVPOOL_API convpool_status convpool_op_create_layer(const convpool_layer *laye
                                                       const void *weights, const void *bias,
                                                       const convpool_options *options,
                                                       convpool_op **op_out);
+
+/**
+ * Validate a layer and an input [batch, c_in, height, width] without weights
+ * and give the shape of dst: the checks and messages of create and run (conv
+ * and pool padding limits, a filter larger than the padded input, a pool
+ * larger than the conv output, byte counts), before any tensor is allocated.
+ * @param layer  initialised with convpool_layer_init
+ * @param shape  receives {batch, c_out, PH, PW}
+ * @param bytes  receives the byte size of dst (may be NULL)
+ */
+CONVPOOL_API convpool_status convpool_layer_output_shape(const convpool_layer *layer, int64_t batch,
+                                                         int64_t height, int64_t width,
+                                                         int64_t shape[4], size_t *bytes);
 
 /**
  * Shape of dst for a run on src [batch, c_in, height, width].

@@ -12,7 +12,7 @@
  * - Winograd: V and M of up to 4 MiB each per thread (they live in L3: the
  *   multiply reads each 36th of V from L2 while the weights of one point
  *   stream through), one pass over V for every channel block that fits M
- *   (tools/wino_stages.c measured one pass over all 43 blocks of the headline
+ *   (scripts/wino_stages.c measured one pass over all 43 blocks of the headline
  *   ~20% faster than a pass per block), and a streamed weight costing about
  *   as much as 16 kernel lanes; an item's tiles advance along the row by
  *   whole vector loads of four tiles (16 conv columns);

@@ -105,3 +105,18 @@ convpool_status cp_layer_from_public(const convpool_layer *caller, int has_bias,
   out->has_bias = has_bias;
   return CONVPOOL_SUCCESS;
 }
+
+convpool_status convpool_layer_output_shape(const convpool_layer *layer, int64_t batch,
+                                            int64_t height, int64_t width, int64_t shape[4],
+                                            size_t *bytes) {
+  cp_clear_error();
+  if (shape == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "shape is NULL");
+  cp_layer l;
+  convpool_status st = cp_layer_from_public(layer, 0, &l);
+  if (st != CONVPOOL_SUCCESS) return st;
+  cp_plan pl;
+  if ((st = cp_plan_shape(&l, batch, height, width, &pl)) != CONVPOOL_SUCCESS) return st;
+  shape[0] = batch, shape[1] = l.c_out, shape[2] = pl.ph, shape[3] = pl.pw;
+  if (bytes != NULL) *bytes = pl.dst_bytes;
+  return CONVPOOL_SUCCESS;
+}

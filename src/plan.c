@@ -237,9 +237,8 @@ convpool_status cp_plan_make_auto(const cp_layer *layer, const cp_algorithm *alg
   return cp_plan_run(layer, algo, 1, setup, threads, rows_per_item, batch, height, width, pl);
 }
 
-static convpool_status cp_plan_run(const cp_layer *layer, const cp_algorithm *algo, int auto_choice,
-                                   const cp_algo_setup *setup, int threads, int64_t rows_per_item,
-                                   int64_t batch, int64_t height, int64_t width, cp_plan *pl) {
+convpool_status cp_plan_shape(const cp_layer *layer, int64_t batch, int64_t height, int64_t width,
+                              cp_plan *pl) {
   convpool_status st;
   if ((st = cp_check_positive("batch", batch)) != CONVPOOL_SUCCESS) return st;
   if ((st = cp_check_positive("height", height)) != CONVPOOL_SUCCESS) return st;
@@ -286,7 +285,14 @@ static convpool_status cp_plan_run(const cp_layer *layer, const cp_algorithm *al
     return cp_fail(CONVPOOL_INVALID_ARGUMENT,
                    "dst [%lld, %lld, %lld, %lld] has a byte count that overflows", (long long)batch,
                    (long long)layer->c_out, (long long)pl->ph, (long long)pl->pw);
+  return CONVPOOL_SUCCESS;
+}
 
+static convpool_status cp_plan_run(const cp_layer *layer, const cp_algorithm *algo, int auto_choice,
+                                   const cp_algo_setup *setup, int threads, int64_t rows_per_item,
+                                   int64_t batch, int64_t height, int64_t width, cp_plan *pl) {
+  convpool_status st;
+  if ((st = cp_plan_shape(layer, batch, height, width, pl)) != CONVPOOL_SUCCESS) return st;
   const cp_cpu *cpu = cp_cpu_get();
   pl->algo = algo;
   if (auto_choice && algo->hands_over != NULL &&

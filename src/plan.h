@@ -121,6 +121,13 @@ void cp_conv_span(int64_t q, int64_t n, int64_t pool, int64_t stride, int64_t pa
 /* The item with index `item` of the plan. */
 cp_item cp_item_of(const cp_plan *pl, int64_t item);
 
+/* The shapes of a run of `layer` on [batch, c_in, height, width] and their
+   byte counts: the fields of pl up to dst_bytes (the rest zero). Refuses,
+   naming the value, a size below 1, a filter larger than the padded input, a
+   pool larger than the conv output and byte counts that overflow. */
+convpool_status cp_plan_shape(const cp_layer *layer, int64_t batch, int64_t height, int64_t width,
+                              cp_plan *pl);
+
 /*
  * The plan of a run of `layer` with `algo` (set up as `setup`) on
  * [batch, c_in, height, width]. `rows_per_item` forces the pooled rows of an

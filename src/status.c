@@ -69,6 +69,25 @@ const char *convpool_dtype_name(convpool_dtype dtype) {
   return "unknown";
 }
 
+convpool_status convpool_dtype_from_name(const char *name, convpool_dtype *dtype) {
+  static const convpool_dtype dtypes[] = {CONVPOOL_FLOAT32, CONVPOOL_FLOAT16, CONVPOOL_BFLOAT16};
+  cp_clear_error();
+  if (name == NULL || dtype == NULL)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "name or dtype is NULL");
+  char known[64] = "";
+  size_t used = 0;
+  for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++) {
+    if (strcmp(name, convpool_dtype_name(dtypes[i])) == 0) {
+      *dtype = dtypes[i];
+      return CONVPOOL_SUCCESS;
+    }
+    snprintf(known + used, sizeof known - used, "%s%s", i > 0 ? ", " : "",
+             convpool_dtype_name(dtypes[i]));
+    used += strlen(known + used);
+  }
+  return cp_fail(CONVPOOL_INVALID_ARGUMENT, "'%.64s' is not one of %s", name, known);
+}
+
 void convpool_options_init(convpool_options *options) {
   if (options == NULL) return;
   memset(options, 0, sizeof *options);

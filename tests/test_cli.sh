@@ -29,7 +29,7 @@ cmp -s "$tmp/a/out.bin" "$tmp/c/out.bin" || { echo "load-dir out.bin differs fro
 # ---- the layer flags ----
 # reference DIR: out.bin of the dump in DIR against a float64 recomputation
 # from its meta.json (padding, activation, pool_stride, pool_padding,
-# ceil_mode read here independently of tools/meta.c) and its tensors.
+# ceil_mode read here independently of cli/meta.c) and its tensors.
 reference() {
   /usr/bin/python3 - "$1" <<'PY'
 import json, struct, sys
@@ -127,8 +127,8 @@ done
 grep -q '^  "activation": {"clamp": \[0, 6\]},$' "$tmp/l16/meta.json" || { echo "relu6 is not written as clamp [0, 6]"; fail=1; }
 [ "$(stat -c %s "$tmp/l32/out.bin")" -eq $((2 * 7 * 11 * 12 * 4)) ] || { echo "layer out.bin (float32) has the wrong size"; fail=1; }
 [ "$(stat -c %s "$tmp/l16/out.bin")" -eq $((2 * 7 * 19 * 23 * 2)) ] || { echo "layer out.bin (float16) has the wrong size"; fail=1; }
-# tools/check_conv.py does not read the layer keys: the dumps are checked
-# against the reference above, and reloaded with --load-dir.
+# The dumps are checked against the reference above (independent of
+# scripts/check_conv.py and the binding), and reloaded with --load-dir.
 if [ -x /usr/bin/python3 ]; then
   for d in l32 l16; do
     reference "$tmp/$d" || { echo "$d: out.bin differs from the reference"; fail=1; }
@@ -144,6 +144,18 @@ for d in l32 l16; do
 done
 for flag in --padding --activation --pool-stride --pool-padding --ceil-mode relu6 clamp:MIN,MAX; do
   "$cli" --help | grep -q -- "$flag" || { echo "--help does not mention $flag"; fail=1; }
+done
+# --help lists the library's algorithms: the names its refusal of an unknown
+# one gives, in the same order.
+known=$("$cli" --impl none 2>&1 | sed -n "s/.*is not one of //p")
+impls=$("$cli" --help | sed -n 's/^  --impl \([a-z0-9|]*\)$/\1/p')
+if [ -z "$known" ] || [ "$impls" != "$(echo "$known" | sed 's/, /|/g')" ]; then
+  echo "--help lists the algorithms '$impls', the library knows '$known'"; fail=1
+fi
+# Every algorithm the library lists runs a 3x3 layer.
+for impl in $(echo "$impls" | tr '|' ' '); do
+  # shellcheck disable=SC2086
+  "$cli" $small --impl "$impl" >/dev/null || { echo "--impl $impl failed"; fail=1; }
 done
 # Spellings of the same layer give the same bytes: relu6 and clamp:0,6;
 # --padding N and N,N,N,N; the default pool stride and --pool-stride P.
@@ -204,8 +216,8 @@ done <<LIST
 --height 10 --width 10 --pool 9|pool = 9 is larger than the conv output 8x8
 --dtype int8|int8
 --batch -1|--batch = -1
---threads -1|--threads = -1 must be in 0..1024
---threads 1025|--threads = 1025 must be in 0..1024
+--threads -1|threads = -1 must be in 0..1024
+--threads 1025|threads = 1025 must be in 0..1024
 --load-dir ""|--load-dir is empty
 --dump-dir ""|--dump-dir is empty
 --dump-dir|--dump-dir needs a directory
@@ -241,21 +253,21 @@ while IFS='|' read -r args expect; do
     echo "refused: $args -> $(cat "$tmp/err")"
   fi
 done <<LIST
---padding -1|--padding = -1 must be in 0..16777216
---padding 16777217|--padding = 16777217 must be in 0..16777216
+--padding -1|padding top = -1 must be in 0..16777216
+--padding 16777217|padding top = 16777217 must be in 0..16777216
 --padding 1,2,3|--padding = '1,2,3' must be N or T,L,B,R (one or four integers, not 3)
 --padding 1,2,3,4,5|--padding = '1,2,3,4,5' must be N or T,L,B,R
 --padding 1,x,3,4|--padding = '1,x,3,4': left 'x' is not an integer
---padding 1,2,-3,4|--padding = '1,2,-3,4': bottom = -3 must be in 0..16777216
---padding 0,0,0,99999999999|right = 99999999999 must be in 0..16777216
+--padding 1,2,-3,4|padding bottom = -3 must be in 0..16777216
+--padding 0,0,0,99999999999|padding right = 99999999999 must be in 0..16777216
 --padding 1.5|--padding = '1.5' is not an integer
 --padding ''|--padding = '' is not an integer
 --padding|--padding needs a value
 --activation sigmoid|--activation = 'sigmoid' is not one of none, relu, relu6, clamp:MIN,MAX
 --activation RELU|--activation = 'RELU' is not one of
---activation clamp:6,0|--activation = 'clamp:6,0': MIN 6 is larger than MAX 0
---activation clamp:nan,1|--activation = 'clamp:nan,1': MIN is NaN
---activation clamp:1,NaN|--activation = 'clamp:1,NaN': MAX is NaN
+--activation clamp:6,0|clamp \[6, 0\] must have min <= max
+--activation clamp:nan,1|--activation = 'clamp:nan,1': MIN 'nan' is not a finite float32
+--activation clamp:1,NaN|--activation = 'clamp:1,NaN': MAX 'NaN' is not a finite float32
 --activation clamp:1|--activation = 'clamp:1' must be clamp:MIN,MAX (two numbers)
 --activation clamp:1,2,3|--activation = 'clamp:1,2,3' must be clamp:MIN,MAX
 --activation clamp:|must be clamp:MIN,MAX
@@ -268,13 +280,13 @@ done <<LIST
 --pool-stride -1|--pool-stride = -1 must be in 1..
 --pool-stride 2x|--pool-stride = '2x' is not an integer
 --pool-stride 1099511627777|--pool-stride = 1099511627777 must be in 1..1099511627776
---pool-padding -1|--pool-padding = -1 must be in 0..
+--pool-padding -1|pool_padding top = -1 must be in 0..1
 --pool-padding 1,1|--pool-padding = '1,1' must be N or T,L,B,R
 --pool 2 --pool-padding 2|pool_padding top = 2 must be in 0..1 (at most half the pool window)
 --pool 3 --pool-padding 1,1,2,1|pool_padding bottom = 2 must be in 0..1
 --pool 4 --padding 1 --pool-padding 0,0,0,3|pool_padding right = 3 must be in 0..2
 --padding 1 --height 10 --width 10 --pool 11|pool = 11 is larger than the conv output 10x10
---height 4 --width 4 --filter 7 --padding 1|padded input 6x6 is smaller than the filter 7
+--height 4 --width 4 --filter 7 --padding 1|padded input 6x6 is smaller than the filter k = 7
 --ceil-mode=1|unknown option '--ceil-mode=1'
 LIST
 [ $fail -eq 0 ] && echo "cli: all checks passed"

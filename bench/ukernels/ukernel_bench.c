@@ -2,7 +2,7 @@
  * convpool-ukernel-bench: every shift-reduce microkernel listed in
  * src/kernels/sr-ukernels.inc, timed alone on one thread on a few shapes,
  * against the measured single-thread peak of the instruction it is built on
- * (tools/peak.c: vfmadd231ps zmm for avx512f, ymm for avx2, vdpbf16ps zmm for
+ * (cli/peak.c: vfmadd231ps zmm for avx512f, ymm for avx2, vdpbf16ps zmm for
  * avx512bf16; none for scalar).
  *
  *   convpool-ukernel-bench [--kernel NAME] [--seconds S]

@@ -1,6 +1,6 @@
 """Float64 references for conv2d + bias + activation + max pool, and the tolerance rules.
 
-Used by tests/test_harness.py and tools/check_conv.py. Needs numpy; the torch
+Used by tests/test_harness.py and scripts/check_conv.py. Needs numpy; the torch
 reference needs torch. Does not need libconvpool.
 
 The layer is given by a pool window (an int: the original contract, no

@@ -99,3 +99,10 @@ convpool_status convpool_algo_from_name(const char *name, convpool_algo *algo) {
   }
   return cp_fail(CONVPOOL_INVALID_ARGUMENT, "'%.64s' is not one of %s", name, known);
 }
+
+size_t convpool_algo_list(convpool_algo *algos, size_t capacity) {
+  const size_t count = 1 + sizeof cp_algorithms / sizeof cp_algorithms[0];
+  for (size_t i = 0; i < count && i < capacity; i++)
+    algos[i] = i == 0 ? CONVPOOL_ALGO_AUTO : cp_algorithms[i - 1]->id;
+  return count;
+}

@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for cp_meta_parse (tools/meta.c), the parser of the
+ * libFuzzer target for cp_meta_parse (cli/meta.c), the parser of the
  * meta.json that `convpool --load-dir` reads from untrusted directories.
  *
  * Properties checked on every input (a violation aborts):

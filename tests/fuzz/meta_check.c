@@ -1,5 +1,5 @@
 /*
- * Prints how cp_meta_parse (tools/meta.c) classifies each file given:
+ * Prints how cp_meta_parse (cli/meta.c) classifies each file given:
  *
  *   CLASS<TAB>PATH<TAB>DETAIL
  *

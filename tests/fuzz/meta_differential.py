@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Differential test of the meta.json parser (tools/meta.c) against Python's json.
+"""Differential test of the meta.json parser (cli/meta.c) against Python's json.
 
 Every file of the meta fuzz corpus, a set of generated tricky documents and
 seeded random mutations of them go through both:
@@ -37,7 +37,7 @@ import sys
 import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-META_H = os.path.join(HERE, "..", "..", "tools", "meta.h")
+META_H = os.path.join(HERE, "..", "..", "cli", "meta.h")
 MAX_DEPTH = int(re.search(r"CP_META_MAX_DEPTH = (\d+)", open(META_H).read()).group(1))
 BOM = b"\xef\xbb\xbf"
 INT_KEYS = ["batch", "in_channels", "out_channels", "height", "width", "filter", "pool", "seed"]
@@ -164,7 +164,7 @@ def activation(v):
 
 
 def python_meaning(value):
-    """'ok VALUES' or 'invalid REASON' for a JSON value, per tools/meta.h."""
+    """'ok VALUES' or 'invalid REASON' for a JSON value, per cli/meta.h."""
     if not isinstance(value, Obj):
         return "invalid", "not an object"
     got = {}

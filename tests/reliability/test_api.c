@@ -169,6 +169,161 @@ static void test_plain_functions(void) {
   REL_CHECK(e != NULL, "convpool_last_error() is NULL");
 }
 
+/* ---- name queries, conversions, the output shape of a layer ---- */
+
+static void test_dtype_names(void) {
+  const convpool_dtype known[] = {CONVPOOL_FLOAT32, CONVPOOL_FLOAT16, CONVPOOL_BFLOAT16};
+  for (int i = 0; i < 3; i++) {
+    convpool_dtype d = (convpool_dtype)-1;
+    EXPECT_OK("dtype_from_name", convpool_dtype_from_name(convpool_dtype_name(known[i]), &d));
+    REL_CHECK(d == known[i], "dtype_from_name(%s) = %d", convpool_dtype_name(known[i]), (int)d);
+  }
+  convpool_dtype d = CONVPOOL_FLOAT16;
+  const char *bad[] = {"int8", "", "Float32", "float32 ", "unknown"};
+  char what[96];
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char needle[32];
+    snprintf(what, sizeof what, "dtype_from_name('%s')", bad[i]);
+    snprintf(needle, sizeof needle, "'%s'", bad[i]);
+    REFUSED(what, convpool_dtype_from_name(bad[i], &d), CONVPOOL_INVALID_ARGUMENT, needle,
+            "float32, float16, bfloat16");
+    REL_CHECK(d == CONVPOOL_FLOAT16, "%s changed the dtype", what);
+  }
+  REFUSED("dtype_from_name(NULL)", convpool_dtype_from_name(NULL, &d), CONVPOOL_INVALID_ARGUMENT,
+          "NULL", NULL);
+  REFUSED("dtype_from_name(dtype NULL)", convpool_dtype_from_name("float32", NULL),
+          CONVPOOL_INVALID_ARGUMENT, "NULL", NULL);
+}
+
+static void test_algo_list(void) {
+  convpool_algo algos[64];
+  const size_t n = convpool_algo_list(algos, 64);
+  g_checked++;
+  REL_CHECK(n >= 2 && n <= 64, "convpool_algo_list gives %zu algorithms", n);
+  REL_CHECK(convpool_algo_list(NULL, 0) == n, "convpool_algo_list(NULL, 0) != %zu", n);
+  REL_CHECK(n > 0 && algos[0] == CONVPOOL_ALGO_AUTO, "the list does not start with auto");
+  for (size_t i = 0; i < n && i < 64; i++) {
+    const char *name = convpool_algo_name(algos[i]);
+    REL_CHECK(name != NULL, "algorithm %d of the list has no name", (int)algos[i]);
+    if (name == NULL) continue;
+    convpool_algo back = (convpool_algo)-1;
+    EXPECT_OK("algo_from_name", convpool_algo_from_name(name, &back));
+    REL_CHECK(back == algos[i], "algo_from_name(%s) = %d, want %d", name, (int)back, (int)algos[i]);
+    for (size_t j = 0; j < i; j++)
+      REL_CHECK(algos[j] != algos[i], "algorithm %d is listed twice", (int)algos[i]);
+  }
+  /* A short array gets the first entries only. */
+  convpool_algo two[3] = {(convpool_algo)-1, (convpool_algo)-1, (convpool_algo)-1};
+  REL_CHECK(convpool_algo_list(two, 2) == n && two[0] == algos[0] && two[1] == algos[1] &&
+                two[2] == (convpool_algo)-1,
+            "convpool_algo_list(capacity 2) wrote past its capacity");
+}
+
+static void test_convert(void) {
+  /* Against the library's own scalar conversions, on every float16 and
+     bfloat16 pattern and on random float32 values with ties and specials. */
+  enum { N = 65536 + 64 };
+  static float f[N], back[N];
+  static uint16_t h[N], b[N], h2[N], b2[N];
+  tu_rng rng = {7};
+  for (size_t i = 0; i < 65536; i++) h[i] = (uint16_t)i;
+  const float special[] = {0.0f,     -0.0f,    INFINITY, -INFINITY, NAN,         65504.0f,
+                           65519.0f, 65520.0f, 1e-8f,    -3e-8f,    1.00048828f, 1.00390625f,
+                           3.4e38f,  -3.4e38f, 1e-40f,   5.96e-8f};
+  for (size_t i = 0; i < N; i++)
+    f[i] = i < 16 ? special[i] : (tu_uniform(&rng) - 0.5f) * ldexpf(1.0f, (int)(i % 80) - 40);
+  EXPECT_OK("convert(float32 -> float16)",
+            convpool_convert(f, CONVPOOL_FLOAT32, h2, CONVPOOL_FLOAT16, N));
+  EXPECT_OK("convert(float32 -> bfloat16)",
+            convpool_convert(f, CONVPOOL_FLOAT32, b2, CONVPOOL_BFLOAT16, N));
+  int bad_h = 0, bad_b = 0;
+  for (size_t i = 0; i < N; i++) {
+    bad_h += h2[i] != cp_float_to_half(f[i]);
+    bad_b += b2[i] != cp_float_to_bf16(f[i]);
+  }
+  REL_CHECK(bad_h == 0 && bad_b == 0, "convert from float32: %d float16, %d bfloat16 differ", bad_h,
+            bad_b);
+  EXPECT_OK("convert(float16 -> float32)",
+            convpool_convert(h, CONVPOOL_FLOAT16, back, CONVPOOL_FLOAT32, 65536));
+  int bad = 0;
+  for (size_t i = 0; i < 65536; i++) { /* a signalling NaN may come out quiet (F16C) */
+    const float want = cp_half_to_float(h[i]);
+    bad += isnan(want) ? !isnan(back[i]) : memcmp(&back[i], &want, sizeof want) != 0;
+  }
+  REL_CHECK(bad == 0, "convert(float16 -> float32): %d of 65536 patterns differ", bad);
+  EXPECT_OK("convert(float16 -> bfloat16)",
+            convpool_convert(h, CONVPOOL_FLOAT16, b, CONVPOOL_BFLOAT16, 65536));
+  bad = 0;
+  for (size_t i = 0; i < 65536; i++) bad += b[i] != cp_float_to_bf16(cp_half_to_float(h[i]));
+  REL_CHECK(bad == 0, "convert(float16 -> bfloat16): %d of 65536 patterns differ", bad);
+  EXPECT_OK("convert(bfloat16 -> float16)",
+            convpool_convert(h, CONVPOOL_BFLOAT16, b, CONVPOOL_FLOAT16, 65536));
+  bad = 0;
+  for (size_t i = 0; i < 65536; i++) bad += b[i] != cp_float_to_half(cp_bf16_to_float(h[i]));
+  REL_CHECK(bad == 0, "convert(bfloat16 -> float16): %d of 65536 patterns differ", bad);
+  EXPECT_OK("convert(float32 -> float32)",
+            convpool_convert(f, CONVPOOL_FLOAT32, back, CONVPOOL_FLOAT32, N));
+  REL_CHECK(memcmp(f, back, sizeof f) == 0, "convert(float32 -> float32) is not a copy");
+  EXPECT_OK("convert(count 0, NULL)",
+            convpool_convert(NULL, CONVPOOL_FLOAT32, NULL, CONVPOOL_FLOAT16, 0));
+
+  const convpool_status BAD = CONVPOOL_INVALID_ARGUMENT;
+  memcpy(h2, h, sizeof h2);
+  REFUSED("convert(src_dtype 7)", convpool_convert(f, (convpool_dtype)7, h2, CONVPOOL_FLOAT16, 4),
+          BAD, "src_dtype = 7", NULL);
+  REFUSED("convert(dst_dtype -1)", convpool_convert(f, CONVPOOL_FLOAT32, h2, (convpool_dtype)-1, 4),
+          BAD, "dst_dtype = -1", NULL);
+  REFUSED("convert(src NULL)", convpool_convert(NULL, CONVPOOL_FLOAT32, h2, CONVPOOL_FLOAT16, 4),
+          BAD, "src is NULL", NULL);
+  REFUSED("convert(dst NULL)", convpool_convert(f, CONVPOOL_FLOAT32, NULL, CONVPOOL_FLOAT16, 4),
+          BAD, "dst is NULL", NULL);
+  REFUSED("convert(count overflows)",
+          convpool_convert(f, CONVPOOL_FLOAT32, h2, CONVPOOL_FLOAT16, SIZE_MAX / 2), BAD,
+          "overflows", NULL);
+  REFUSED("convert(src + 1 byte)",
+          convpool_convert((const char *)f + 1, CONVPOOL_FLOAT32, h2, CONVPOOL_FLOAT16, 4), BAD,
+          "src", "not aligned");
+  REFUSED("convert(dst + 1 byte)",
+          convpool_convert(f, CONVPOOL_FLOAT32, (char *)h2 + 1, CONVPOOL_FLOAT16, 4), BAD, "dst",
+          "not aligned");
+  REFUSED("convert(in place, widening)",
+          convpool_convert(h2, CONVPOOL_FLOAT16, h2, CONVPOOL_FLOAT32, 4), BAD, "overlaps", NULL);
+  REL_CHECK(memcmp(h2, h, sizeof h2) == 0, "a refused conversion wrote into dst");
+  /* Adjacent buffers are fine. */
+  EXPECT_OK("convert(adjacent)",
+            convpool_convert(h2, CONVPOOL_FLOAT16, h2 + 4, CONVPOOL_FLOAT16, 4));
+}
+
+static void test_layer_output_shape(void) {
+  /* The shape and bytes of an operator's output_shape, without weights. */
+  convpool_layer l;
+  convpool_layer_init(&l, CONVPOOL_FLOAT16, 5, 3, 3, 3);
+  l.padding[0] = 1, l.padding[1] = 0, l.padding[2] = 2, l.padding[3] = 1;
+  l.pool_stride = 2, l.pool_padding[0] = 1, l.pool_padding[3] = 1, l.ceil_mode = 1;
+  static uint16_t w[5 * 3 * 3 * 3];
+  convpool_op *op = NULL;
+  EXPECT_OK("create_layer", convpool_op_create_layer(&l, w, NULL, NULL, &op));
+  const int64_t sizes[][3] = {{1, 2, 3}, {2, 9, 9}, {3, 14, 5}, {1, 31, 40}};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    int64_t want[4] = {0}, got[4] = {0};
+    size_t want_bytes = 0, got_bytes = 0;
+    EXPECT_OK("output_shape", convpool_op_output_shape(op, sizes[i][0], sizes[i][1], sizes[i][2],
+                                                       want, &want_bytes));
+    EXPECT_OK("layer_output_shape", convpool_layer_output_shape(&l, sizes[i][0], sizes[i][1],
+                                                                sizes[i][2], got, &got_bytes));
+    REL_CHECK(memcmp(want, got, sizeof want) == 0 && want_bytes == got_bytes,
+              "layer_output_shape on %lldx%lld: [%lld, %lld, %lld, %lld] %zu bytes, the "
+              "operator's [%lld, %lld, %lld, %lld] %zu bytes",
+              (long long)sizes[i][1], (long long)sizes[i][2], (long long)got[0], (long long)got[1],
+              (long long)got[2], (long long)got[3], got_bytes, (long long)want[0],
+              (long long)want[1], (long long)want[2], (long long)want[3], want_bytes);
+  }
+  convpool_op_destroy(op);
+  int64_t shape[4];
+  EXPECT_OK("layer_output_shape(bytes NULL)",
+            convpool_layer_output_shape(&l, 2, 9, 9, shape, NULL));
+}
+
 /* ---- get_info, set_default_allocator ---- */
 
 static void *never_alloc(void *context, size_t size, size_t alignment) {
@@ -367,6 +522,17 @@ static void test_bad_shapes(convpool_op *ops[2]) {
     REFUSED(what,
             convpool_op_output_shape(op, b->batch, b->height, b->width, g_out.shape, &g_out.bytes),
             CONVPOOL_INVALID_ARGUMENT, b->n1, b->n2);
+    /* The same layer without an operator. */
+    convpool_layer l;
+    if (b->which_op == 0)
+      convpool_layer_init(&l, CONVPOOL_FLOAT32, 4, 3, 3, 2);
+    else
+      convpool_layer_init(&l, CONVPOOL_FLOAT32, 16, 1, 1, 1);
+    snprintf(what, sizeof what, "layer_output_shape(%s)", b->what);
+    REFUSED(
+        what,
+        convpool_layer_output_shape(&l, b->batch, b->height, b->width, g_out.shape, &g_out.bytes),
+        CONVPOOL_INVALID_ARGUMENT, b->n1, b->n2);
     snprintf(what, sizeof what, "plan(%s)", b->what);
     REFUSED(what, convpool_op_plan(op, b->batch, b->height, b->width, &g_out.plan),
             CONVPOOL_INVALID_ARGUMENT, b->n1, b->n2);
@@ -785,6 +951,9 @@ static void test_layer_refusals(void) {
     snprintf(what, sizeof what, "layer_run(%s)", text);                                           \
     REFUSED(what, convpool_layer_run(&l, g_x, 2, 9, 9, g_w, g_bias, g_out.dst, need, NULL), want, \
             needle, NULL);                                                                        \
+    snprintf(what, sizeof what, "layer_output_shape(%s)", text);                                  \
+    REFUSED(what, convpool_layer_output_shape(&l, 2, 9, 9, g_out.shape, &g_out.bytes), want,      \
+            needle, NULL);                                                                        \
   } while (0)
   const convpool_status BAD = CONVPOOL_INVALID_ARGUMENT, NO = CONVPOOL_UNSUPPORTED;
   LAYER("padding top -1", l.padding[0] = -1, BAD, "padding top = -1");
@@ -808,6 +977,12 @@ static void test_layer_refusals(void) {
 #undef LAYER
   REFUSED("create_layer(NULL)", convpool_op_create_layer(NULL, g_w, g_bias, NULL, &op), BAD,
           "layer is NULL", NULL);
+  REFUSED("layer_output_shape(NULL)",
+          convpool_layer_output_shape(NULL, 2, 9, 9, g_out.shape, &g_out.bytes), BAD,
+          "layer is NULL", NULL);
+  convpool_layer_init(&l, CONVPOOL_FLOAT32, 4, 3, 3, 2);
+  REFUSED("layer_output_shape(shape NULL)",
+          convpool_layer_output_shape(&l, 2, 9, 9, NULL, &g_out.bytes), BAD, "shape is NULL", NULL);
   convpool_options o;
   convpool_options_init(&o);
   o.size = sizeof o + 8;
@@ -819,6 +994,9 @@ static void test_layer_refusals(void) {
   l.padding[0] = 1;
   REFUSED("layer_run(padded input 2x9 < k)",
           convpool_layer_run(&l, g_x, 2, 1, 9, g_w, g_bias, g_out.dst, need, NULL), BAD,
+          "padded input 2x9", NULL);
+  REFUSED("layer_output_shape(padded input 2x9 < k)",
+          convpool_layer_output_shape(&l, 2, 1, 9, g_out.shape, &g_out.bytes), BAD,
           "padded input 2x9", NULL);
 
   /* Alignment: tensors are read as their element type; +1 byte is refused. */
@@ -874,6 +1052,10 @@ static void test_layer_refusals(void) {
 int main(void) {
   make_fixtures();
   test_plain_functions();
+  test_dtype_names();
+  test_algo_list();
+  test_convert();
+  test_layer_output_shape();
   test_global_functions();
   test_create();
 

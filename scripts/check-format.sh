@@ -1,8 +1,8 @@
 #!/bin/sh
 # Check that every C and C++ source is formatted as .clang-format says
 # (clang-format 14, Debian's). Exits non-zero and lists the files that are not.
-#   tools/check-format.sh          check
-#   tools/check-format.sh --fix    reformat them in place
+#   scripts/check-format.sh          check
+#   scripts/check-format.sh --fix    reformat them in place
 set -eu
 cd "$(dirname "$0")/.."
 command -v clang-format >/dev/null 2>&1 || { echo "check-format: clang-format not found" >&2; exit 2; }
@@ -15,7 +15,7 @@ fi
 bad=0
 for f in $files; do
   if ! clang-format --dry-run -Werror "$f" >/dev/null 2>&1; then
-    echo "check-format: $f is not formatted (tools/check-format.sh --fix)"
+    echo "check-format: $f is not formatted (scripts/check-format.sh --fix)"
     bad=$((bad + 1))
   fi
 done

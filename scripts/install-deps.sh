@@ -1,8 +1,8 @@
 #!/bin/sh
 # Install the Debian packages the build and the tests need, if any is missing.
 # Runs apt-get as root (directly, or through sudo when available).
-#   tools/install-deps.sh        what `make test` needs
-#   tools/install-deps.sh --ci   also the sanitizer, fuzzing and valgrind tools
+#   scripts/install-deps.sh        what `make test` needs
+#   scripts/install-deps.sh --ci   also the sanitizer, fuzzing and valgrind tools
 set -eu
 packages="cmake make gcc pkg-config python3 python3-numpy python3-torch python3-torchvision"
 if [ "${1:-}" = "--ci" ]; then

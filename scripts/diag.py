@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
 """Three questions that split a wrong convpool result into race, logic or tiling.
 
-    python3 tools/diag.py [--cli build/bin/convpool] [case flags]
+    python3 scripts/diag.py [--cli build/bin/convpool] [case flags]
 
 Case flags (as the CLI's): --dtype (float32, float16, bfloat16) --impl
-(auto, sr, im2col; passed to every CLI run) --batch --in-channels
---out-channels --height --width --filter --pool --bias/--no-bias --seed, and
---threads for the Q1/Q2 runs (default: the CLI's choice).
+(an algorithm name of the library, as the binding's convpool.impls() gives
+them; passed to every CLI run) --batch --in-channels --out-channels --height
+--width --filter --pool --bias/--no-bias --seed, and --threads for the Q1/Q2
+runs (default: the CLI's choice). The binding finds the library as usual
+($CONVPOOL_LIB, else the installed one, else build/lib).
 
 Q1 determinism: the CLI runs the case 3 times (--warmup 0 --iters 1
     --dump-dir); out.bin must have the same md5 every time. Different md5s
     mean a race, not a logic error.
-Q2 damage map: tools/check_conv.py on the first dump; where the bad elements
+Q2 damage map: scripts/check_conv.py on the first dump; where the bad elements
     sit (batch, channel block, pooled row; outputs equal to the bias) points
     at the part of the decomposition that is wrong.
 Q3 variants: thread counts 1, 2, 3 and --rows-per-item values 1..PH (at most
@@ -34,6 +36,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 CHECK_CONV = Path(__file__).resolve().with_name("check_conv.py")
 MAX_ROWS_VARIANTS = 8
+
+
+def library_impls():
+    """The library's algorithm names, from the binding; exits 2 if it cannot load."""
+    sys.path.insert(0, str(REPO / "python"))
+    try:
+        import convpool
+        return list(convpool.impls())
+    except (ImportError, OSError) as exc:
+        print(f"diag: error: the library's algorithm names are needed: {exc}", file=sys.stderr)
+        sys.exit(2)
 
 
 def md5(path):
@@ -121,7 +134,7 @@ class Diag:
 
     # -- Q2 ----------------------------------------------------------------
     def q2(self):
-        print("=== Q2: damage map of run0 (tools/check_conv.py) ===")
+        print("=== Q2: damage map of run0 (scripts/check_conv.py) ===")
         dump = self.workdir / "run0"
         if not (dump / "out.bin").exists():
             print("  not answered: Q1 produced no dump to check")
@@ -172,8 +185,9 @@ def parse_args(argv):
     p.add_argument("--cli", default=str(REPO / "build" / "bin" / "convpool"),
                    help="path of the convpool CLI (default: build/bin/convpool)")
     p.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
-    p.add_argument("--impl", choices=("auto", "sr", "im2col"), default="auto",
-                   help="algorithm, passed to the CLI (default auto: the library's choice)")
+    p.add_argument("--impl", default="auto",
+                   help="algorithm, passed to the CLI: one of the library's names "
+                        "(default auto: the library's choice)")
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--in-channels", type=int, default=128)
     p.add_argument("--out-channels", type=int, default=128)
@@ -193,6 +207,10 @@ def parse_args(argv):
     p.add_argument("--keep", action="store_true", help="keep every dump, variants included")
     p.add_argument("--timeout", type=float, default=600, help="seconds per CLI run")
     args = p.parse_args(argv)
+    impls = library_impls()
+    if args.impl not in impls:
+        p.error(f"--impl {args.impl!r} is not one of the library's algorithms: "
+                f"{', '.join(impls)}")
     oh, ow = args.height - args.filter + 1, args.width - args.filter + 1
     if min(args.batch, args.in_channels, args.out_channels, args.filter, args.pool) < 1 \
             or oh < args.pool or ow < args.pool:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Check a convpool CLI dump directory against the float64 references.
 
-    python3 tools/check_conv.py --dump-dir DIR
+    python3 scripts/check_conv.py --dump-dir DIR
 
 DIR holds what `convpool --dump-dir DIR` writes: meta.json (dtype, batch,
 in_channels, out_channels, height, width, filter, pool, bias, seed, and the

@@ -1,5 +1,5 @@
 /*
- * Measured FMA peak and cpuid facts for the benchmark.
+ * Measured FMA peak and cpuid facts for the CLI's --profile and the benchmarks.
  *
  * Each peak variant is a loop over many independent accumulator chains that
  * lives entirely in registers: no loads or stores inside the loop, so the
