@@ -104,10 +104,12 @@ typedef struct cp_wino_tiles {
 
 /* The plan's own state, for the item size. */
 typedef struct cp_wino_plan {
-  cp_panel_layout panel; /* the input of an item's tiles (then V, then the tile flags) */
-  cp_wino_tiles max;     /* the most tile rows and tiles per row of any item */
-  size_t v_floats;       /* V of the largest item */
-  size_t pass;           /* channel blocks multiplied per pass over V */
+  cp_panel_layout panel;        /* the input of an item's tiles (then V, then the tile flags) */
+  cp_wino_tiles max;            /* the most tile rows and tiles per row of any item */
+  size_t v_floats;              /* V of the largest item */
+  size_t pass;                  /* channel blocks multiplied per pass over V */
+  const cp_sr_ukernel *uk;      /* the products' kernel: NR tiles of V per register tile */
+  const cp_sr_ukernel *uk_tail; /* and that of the last channel block */
   const cp_wino_transforms *tf;
 } cp_wino_plan;
 CP_ALGO_STATE_FITS(cp_wino_plan);
@@ -116,8 +118,35 @@ static const cp_wino_plan *cp_wino_plan_of(const cp_plan *pl) {
   return CP_ALGO_STATE(const cp_wino_plan, pl->state);
 }
 
+/* Tiles per register tile of the products (the lanes of V's blocks). */
 static size_t cp_wino_nr(const cp_plan *pl) {
+  return (size_t)cp_wino_plan_of(pl)->uk->nr;
+}
+
+/* Positions per register tile of the direct kernel (tiles flagged non-finite). */
+static size_t cp_wino_direct_nr(const cp_plan *pl) {
   return (size_t)cp_wino_setup_of(pl)->sr.uk->nr;
+}
+
+/*
+ * The products' kernels for items of `tiles` tiles: the setup's, or those of
+ * the same MR with fewer positions when they waste fewer lanes (16 tiles on
+ * 32 lanes leave half of every register tile empty).
+ */
+static void cp_wino_choose_products(cp_plan *pl, size_t tiles) {
+  cp_wino_plan *wp = CP_ALGO_STATE(cp_wino_plan, pl->state);
+  const cp_sr_setup *s = &cp_wino_setup_of(pl)->sr;
+  const int lanes =
+      cp_wino_transforms_select(pl->setup->isa)->lanes; /* V's blocks hold whole groups */
+  wp->uk = s->uk, wp->uk_tail = s->uk_tail;
+  for (int nr = s->uk->nr / 2; nr >= lanes && nr % lanes == 0; nr /= 2) {
+    const cp_sr_ukernel *uk = cp_sr_ukernel_with_nr(s->uk, nr);
+    const cp_sr_ukernel *tail = cp_sr_ukernel_with_nr(s->uk_tail, nr);
+    const size_t n = (size_t)nr, wide = (size_t)wp->uk->nr;
+    if (uk == NULL || tail == NULL || (tiles + n - 1) / n * n >= (tiles + wide - 1) / wide * wide)
+      break;
+    wp->uk = uk, wp->uk_tail = tail;
+  }
 }
 
 static cp_wino_tiles cp_wino_tiles_of_item(const cp_plan *pl, const cp_item *it) {
@@ -151,9 +180,8 @@ static size_t cp_wino_tw_pad(const cp_plan *pl, int64_t q) {
 }
 
 /* The most tile rows and tiles per row of any item of the plan's size. */
-static cp_wino_tiles cp_wino_tiles_max(const cp_plan *pl) {
+static cp_wino_tiles cp_wino_tiles_max(cp_plan *pl) {
   cp_wino_tiles t;
-  const size_t nr = cp_wino_nr(pl);
   memset(&t, 0, sizeof t);
   for (int64_t q = 0; q < pl->ph; q += pl->group) {
     const size_t th = cp_wino_th(pl, q);
@@ -165,6 +193,8 @@ static cp_wino_tiles cp_wino_tiles_max(const cp_plan *pl) {
   }
   t.tw = t.tw_pad;
   t.tiles = t.th * t.tw_pad;
+  cp_wino_choose_products(pl, t.tiles);
+  const size_t nr = cp_wino_nr(pl);
   t.nblk = (t.tiles + nr - 1) / nr;
   t.t_alloc = t.nblk * nr;
   return t;
@@ -193,7 +223,8 @@ static int cp_wino_v_floats(const cp_plan *pl, const cp_wino_tiles *t, size_t *n
 static int cp_wino_geometry(cp_plan *pl) {
   cp_wino_plan *wp = CP_ALGO_STATE(cp_wino_plan, pl->state);
   const cp_wino_tiles t = cp_wino_tiles_max(pl);
-  const size_t nr = cp_wino_nr(pl), mr = (size_t)pl->setup->co_block, line = CP_CACHE_LINE / 4;
+  const size_t nr = cp_wino_direct_nr(pl), mr = (size_t)pl->setup->co_block;
+  const size_t line = CP_CACHE_LINE / 4;
   const size_t ld = CP_WINO_M * t.tw_pad + 4, rows = CP_WINO_M * t.th + 2;
   size_t cs, raw, flags, n, conv, m;
   if (!cp_mul(rows, ld, &cs)) return 0;
@@ -241,7 +272,7 @@ static int cp_wino_fits(const cp_plan *pl) {
    streamed once per item, the panel copy. */
 static double cp_wino_cost(const cp_plan *pl) {
   const cp_sr_setup *s = &cp_wino_setup_of(pl)->sr;
-  const size_t nr = (size_t)s->uk->nr;
+  const size_t nr = cp_wino_nr(pl);
   const double co = (double)((pl->co_blocks - 1) * s->uk->mr + s->uk_tail->mr);
   const double per_point = CP_WINO_POINTS * (double)pl->c_in * co;
   double lanes = 0, copy = 0, items = 0;
@@ -261,7 +292,7 @@ static double cp_wino_cost(const cp_plan *pl) {
 
 /* Smaller items for the threads while they keep four blocks of NR lanes. */
 static int cp_wino_worth_splitting_to(const cp_plan *pl) {
-  return cp_wino_plan_of(pl)->max.tiles >= 4 * cp_wino_nr(pl);
+  return cp_wino_plan_of(pl)->max.tiles >= 4 * cp_wino_direct_nr(pl);
 }
 
 /* V and the tile flags behind the input panel. */
@@ -322,7 +353,7 @@ static void cp_wino_direct_tiles(const cp_run *r, const cp_wino_tiles *t, const 
   const unsigned char *flags = cp_wino_flags(pl, panel);
   const float *w = cp_sr_block_weights(r, cb);
   const cp_sr_ukernel_fn kernel = cp_sr_block_kernel(pl, cb);
-  const size_t nr = cp_wino_nr(pl), ld = wp->panel.ld;
+  const size_t nr = cp_wino_direct_nr(pl), ld = wp->panel.ld;
   for (size_t tr = 0; tr < t->th; tr++)
     for (size_t tc = 0; tc < t->tw_pad; tc++) {
       if (!all && !flags[tr * t->tw_pad + tc]) continue;
@@ -349,13 +380,13 @@ static void cp_wino_compute_block(const cp_run *r, const cp_item *it, const floa
   const cp_wino_plan *wp = cp_wino_plan_of(pl);
   const cp_wino_setup *ws = cp_wino_setup_of(pl);
   const cp_wino_tiles t = cp_wino_tiles_of_item(pl, it);
-  const size_t mr = (size_t)ws->sr.uk->mr, nr = (size_t)ws->sr.uk->nr;
+  const size_t mr = (size_t)ws->sr.uk->mr, nr = cp_wino_nr(pl);
   const size_t per_block = CP_WINO_POINTS * mr * t.t_alloc;
   float *m = buf + cp_round_up(mr * pl->buf_cols, CP_CACHE_LINE / sizeof(float));
   const size_t j = (size_t)(cb - it->cb0) % wp->pass;
   if (j == 0) { /* a pass: the products of the next `pass` blocks */
     const int64_t cb1 = cb + (int64_t)wp->pass < it->cb1 ? cb + (int64_t)wp->pass : it->cb1;
-    cp_wino_multiply(ws->sr.uk, ws->sr.uk_tail, pl->co_blocks, r->packed + ws->u_offset,
+    cp_wino_multiply(wp->uk, wp->uk_tail, pl->co_blocks, r->packed + ws->u_offset,
                      ws->u_floats / CP_WINO_POINTS, cp_wino_v(pl, panel),
                      cp_wino_v_stride((size_t)pl->c_in, nr), (size_t)pl->c_in, t.nblk, cb, cb1, m);
   }
@@ -372,12 +403,13 @@ static void cp_wino_describe(const cp_plan *pl, char *text, size_t capacity) {
   const cp_wino_plan *wp = cp_wino_plan_of(pl);
   const cp_wino_tiles *t = &wp->max;
   char sweep[512];
-  snprintf(sweep, sizeof sweep,
-           "fp32; F(4x4,3x3), points 0, +-5/8, +-3/2; up to %zu x %zu tiles per item (%zu lanes in "
-           "%zu blocks of %zu), V %zu KiB; products of %zu channel blocks per pass; transforms %s; "
-           "tiles with a NaN or Inf input (or in conv padding above 1): shift-reduce",
-           t->th, t->tw, t->tiles, t->nblk, cp_wino_nr(pl), wp->v_floats * sizeof(float) >> 10,
-           wp->pass, wp->tf->name);
+  snprintf(
+      sweep, sizeof sweep,
+      "fp32; F(4x4,3x3), points 0, +-5/8, +-3/2; up to %zu x %zu tiles per item (%zu lanes in "
+      "%zu blocks of %zu), V %zu KiB; products (%s) of %zu channel blocks per pass; transforms %s; "
+      "tiles with a NaN or Inf input (or in conv padding above 1): shift-reduce",
+      t->th, t->tw, t->tiles, t->nblk, cp_wino_nr(pl), wp->v_floats * sizeof(float) >> 10,
+      wp->uk->name, wp->pass, wp->tf->name);
   cp_sr_describe_tile(pl, (int64_t)(CP_WINO_M * t->th + 2), sweep, text, capacity);
 }
 

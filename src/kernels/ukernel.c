@@ -52,3 +52,11 @@ const cp_sr_ukernel *cp_sr_ukernel_tail(const cp_sr_ukernel *main, int remainder
   }
   return best;
 }
+
+const cp_sr_ukernel *cp_sr_ukernel_with_nr(const cp_sr_ukernel *k, int nr) {
+  for (size_t i = 0; i < sizeof cp_sr_ukernels / sizeof cp_sr_ukernels[0]; i++) {
+    const cp_sr_ukernel *u = &cp_sr_ukernels[i];
+    if (u->dtype == k->dtype && u->isa == k->isa && u->mr == k->mr && u->nr == nr) return u;
+  }
+  return NULL;
+}

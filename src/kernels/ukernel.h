@@ -53,6 +53,9 @@ const cp_sr_ukernel *cp_sr_ukernel_list(size_t *count);
    register tile of config.c), or NULL. */
 const cp_sr_ukernel *cp_sr_ukernel_select(convpool_dtype dtype, cp_isa isa);
 
+/* The kernel of k's dtype, ISA and MR with `nr` positions, or NULL. */
+const cp_sr_ukernel *cp_sr_ukernel_with_nr(const cp_sr_ukernel *k, int nr);
+
 /* The kernel for a last channel block of `remainder` (< main->mr) channels:
    the narrowest of main's family with MR >= remainder, or main itself. */
 const cp_sr_ukernel *cp_sr_ukernel_tail(const cp_sr_ukernel *main, int remainder);
