@@ -23,9 +23,11 @@ rounding).
 What the library does not do is refused with a reason (UnsupportedLayer, a
 ValueError): conv stride, dilation or groups other than 1, non-square
 kernels, padding_mode other than "zeros", max pooling with non-square
-windows or strides, dilation, or return_indices. Padding "same" and "valid"
-are mapped to pads (for an even kernel "same" pads one more at the bottom and
-right, as torch does).
+windows or strides, dilation, or return_indices, a Hardtanh whose bounds
+float32 cannot hold, and modules with hooks (forward, forward pre-,
+backward, state_dict hooks) or parametrizations, which a fused layer would
+not run. Padding "same" and "valid" are mapped to pads (for an even kernel
+"same" pads one more at the bottom and right, as torch does).
 
 fuse(model) walks every nn.Sequential in a model and replaces each run
 Conv2d -> [ReLU | ReLU6 | Hardtanh] -> [MaxPool2d] (a lone Conv2d too) by one
@@ -41,8 +43,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from torch import nn
+from torch.nn.utils import parametrize
 
 from . import Operator, LayerSpec
+from .layer import normalize_activation
 
 __all__ = ["ConvPool2d", "fuse", "FuseReport", "UnsupportedLayer"]
 
@@ -68,10 +72,53 @@ def _pair(value):
     return tuple(value)
 
 
+# Per-module hook tables (newer torch versions have more; absent ones are skipped).
+_HOOK_TABLES = (
+    ("_forward_hooks", "forward hook"),
+    ("_forward_pre_hooks", "forward pre-hook"),
+    ("_backward_hooks", "backward hook"),
+    ("_backward_pre_hooks", "backward pre-hook"),
+    ("_state_dict_hooks", "state_dict hook"),
+    ("_state_dict_pre_hooks", "state_dict pre-hook"),
+    ("_load_state_dict_pre_hooks", "load_state_dict pre-hook"),
+    ("_load_state_dict_post_hooks", "load_state_dict post-hook"),
+)
+
+
+def _hook_name(hook):
+    hook = getattr(hook, "hook", hook)       # load_state_dict pre-hooks come wrapped
+    return getattr(hook, "__name__", None) or type(hook).__name__
+
+
+def hooks_of(module):
+    """What a fused layer would not run of module: its hooks and parametrizations ("" if none).
+
+    spectral_norm and weight_norm show as their forward pre-hooks
+    (SpectralNorm, WeightNorm); torch.nn.utils.parametrize as the
+    parametrized tensors.
+    """
+    found = []
+    for table, kind in _HOOK_TABLES:
+        hooks = getattr(module, table, None)
+        if hooks:
+            names = ", ".join(sorted({_hook_name(h) for h in hooks.values()}))
+            found.append(f"{kind}{'s' if len(hooks) > 1 else ''} ({names})")
+    if parametrize.is_parametrized(module):
+        found.append("parametrized " + ", ".join(sorted(module.parametrizations.keys())))
+    return "; ".join(found)
+
+
+def _refuse_hooks(module):
+    found = hooks_of(module)
+    if found:
+        raise UnsupportedLayer(module, f"has {found}, which a fused layer would not run")
+
+
 def conv_padding(conv):
     """(top, left, bottom, right) of a Conv2d; UnsupportedLayer if convpool cannot run it."""
     if not isinstance(conv, nn.Conv2d):
         raise UnsupportedLayer(conv, "not an nn.Conv2d")
+    _refuse_hooks(conv)
     if type(conv).forward is not nn.Conv2d.forward:
         raise UnsupportedLayer(conv, f"{type(conv).__name__} has its own forward")
     if isinstance(conv.weight, nn.parameter.UninitializedParameter):
@@ -109,13 +156,17 @@ def activation_of(module):
     """The convpool activation of an nn.ReLU / nn.ReLU6 / nn.Hardtanh (None: nn.Identity)."""
     if module is None or type(module) is nn.Identity:
         return None
+    if type(module) not in (nn.ReLU, nn.ReLU6, nn.Hardtanh):
+        raise UnsupportedLayer(module, "not one of ReLU, ReLU6, Hardtanh")
+    _refuse_hooks(module)
     if type(module) is nn.ReLU:
         return "relu"
     if type(module) is nn.ReLU6:
         return "relu6"
-    if type(module) is nn.Hardtanh:
-        return (float(module.min_val), float(module.max_val))
-    raise UnsupportedLayer(module, "not one of ReLU, ReLU6, Hardtanh")
+    try:
+        return normalize_activation((module.min_val, module.max_val))
+    except (TypeError, ValueError) as exc:      # bounds float32 cannot hold, NaN
+        raise UnsupportedLayer(module, str(exc)) from None
 
 
 def pool_parameters(pool):
@@ -124,6 +175,7 @@ def pool_parameters(pool):
         return {}
     if type(pool) is not nn.MaxPool2d:
         raise UnsupportedLayer(pool, "not an nn.MaxPool2d")
+    _refuse_hooks(pool)
     kh, kw = _pair(pool.kernel_size)
     if kh != kw:
         raise UnsupportedLayer(pool, f"window {kh}x{kw} is not square")
@@ -182,6 +234,7 @@ class ConvPool2d(nn.Module):
     pool        None or an nn.MaxPool2d: square window and stride, any padding
                 up to half the window, ceil_mode, dilation 1, no indices.
     impl, threads  as for convpool.Operator.
+    None of them may have hooks or parametrizations.
 
     The weights and bias are kept as buffers (``weight``, ``bias``, sharing
     the conv's storage) and packed into a convpool.Operator for their dtype
@@ -306,7 +359,8 @@ class FuseReport:
 
     fused: (path, what it replaced) per ConvPool2d, the path being the
         Conv2d's, e.g. ("features.0", "Conv2d(3->64, k3, pad 1) + ReLU").
-    left: (path, module type, reason) per Conv2d or MaxPool2d left to torch.
+    left: (path, module type, reason) per Conv2d or MaxPool2d left to torch,
+        and per activation after a fused Conv2d that it could not absorb.
     """
 
     fused: list = field(default_factory=list)
@@ -354,11 +408,18 @@ def _fuse_sequential(prefix, seq, report, kwargs):
             continue
         j = i + 1
         activation = pool = None
-        if j < len(modules) and _is_activation(modules[j]):
-            activation = modules[j]
-            j += 1
+        held = False                         # an activation that stays with torch ends the run
+        if j < len(modules) and type(modules[j]) in _ACTIVATION_TYPES:
+            try:
+                activation_of(modules[j])
+                activation = modules[j]
+                j += 1
+            except UnsupportedLayer as exc:  # hooks, bounds float32 cannot hold
+                report.left.append((_join(prefix, names[j]), type(modules[j]).__name__,
+                                    exc.reason))
+                held = True
         end = j                              # one past the last module absorbed
-        if j < len(modules) and isinstance(modules[j], nn.MaxPool2d):
+        if not held and j < len(modules) and isinstance(modules[j], nn.MaxPool2d):
             try:
                 pool_parameters(modules[j])
                 pool = modules[j]
@@ -372,6 +433,9 @@ def _fuse_sequential(prefix, seq, report, kwargs):
             seq._modules[names[n]] = nn.Identity()
         report.fused.append((path, fused.source))
         i = j
+
+
+_ACTIVATION_TYPES = (nn.ReLU, nn.ReLU6, nn.Hardtanh)
 
 
 def _is_activation(module):
@@ -393,7 +457,9 @@ def fuse(model, *, inplace=False, impl="auto", threads=None):
     Returns (model, FuseReport). Conv2d modules outside a Sequential are left
     to torch (their owner's forward may use them in other ways) and listed in
     the report, as are those convpool cannot run (stride, groups, dilation,
-    non-square kernels, padding_mode) and pools it cannot take.
+    non-square kernels, padding_mode), pools and activations it cannot take,
+    and modules with hooks or parametrizations (a fused layer would not run
+    them).
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"fuse expects an nn.Module, got {type(model).__name__}")

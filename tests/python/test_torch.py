@@ -291,6 +291,93 @@ class TestFuse(unittest.TestCase):
             cpt.fuse(lambda x: x)
 
 
+def conv_act_pool(c_in=3, c_out=6):
+    return nn.Sequential(nn.Conv2d(c_in, c_out, 3, padding=1), nn.ReLU(),
+                         nn.MaxPool2d(2)).eval()
+
+
+class Double(nn.Module):
+    """A parametrization (torch.nn.utils.parametrize)."""
+
+    def forward(self, w):
+        return 2 * w
+
+
+class TestHooks(unittest.TestCase):
+    """A module with hooks or parametrizations is left to torch, and the report says why."""
+
+    def setUp(self):
+        torch.manual_seed(13)
+        self.x = torch.rand(1, 3, 10, 10) * 2 - 1
+
+    def test_hooked_conv_is_not_fused(self):
+        from torch.nn.utils import parametrize
+        cases = [
+            (lambda m: m.register_forward_hook(lambda mod, inp, out: out * 0), "forward hook"),
+            (lambda m: m.register_forward_pre_hook(lambda mod, inp: (inp[0] * 2,)),
+             "forward pre-hook"),
+            (lambda m: m.register_full_backward_hook(lambda mod, gi, go: None), "backward hook"),
+            (lambda m: m._register_state_dict_hook(lambda *args: None), "state_dict hook"),
+            (lambda m: m._register_load_state_dict_pre_hook(lambda *args: None),
+             "load_state_dict pre-hook"),
+            (nn.utils.spectral_norm, "forward pre-hook (SpectralNorm)"),
+            (nn.utils.weight_norm, "forward pre-hook (WeightNorm)"),
+            (lambda m: parametrize.register_parametrization(m, "weight", Double()),
+             "parametrized weight"),
+        ]
+        for add, text in cases:
+            with self.subTest(text=text):
+                model = conv_act_pool()
+                add(model[0])
+                want = torch_run([model], self.x)
+                fused, report = cpt.fuse(model)
+                self.assertEqual(report.fused, [], str(report))
+                left = {path: reason for path, _, reason in report.left}
+                self.assertIn(text, left["0"])
+                self.assertIn("left to torch", left["2"])
+                self.assertTrue(torch.equal(torch_run([fused], self.x), want))
+                with self.assertRaises(cpt.UnsupportedLayer) as ctx:
+                    cpt.ConvPool2d(model[0])
+                self.assertIn(text, str(ctx.exception))
+        # The forward hook that zeroes the conv's output still does.
+        model = conv_act_pool()
+        model[0].register_forward_hook(lambda mod, inp, out: out * 0)
+        fused, _ = cpt.fuse(model)
+        self.assertEqual(float(torch_run([fused], self.x).abs().max()), 0.0)
+
+    def test_hooked_activation_or_pool_stays_with_torch(self):
+        model = conv_act_pool()
+        model[1].register_forward_hook(lambda mod, inp, out: out * 0)
+        fused, report = cpt.fuse(model)
+        self.assertEqual([p for p, _ in report.fused], ["0"])
+        self.assertIsInstance(fused[1], nn.ReLU)
+        self.assertIsInstance(fused[2], nn.MaxPool2d)
+        left = {path: (kind, reason) for path, kind, reason in report.left}
+        self.assertEqual(left["1"][0], "ReLU")
+        self.assertIn("forward hook", left["1"][1])
+        self.assertEqual(float(torch_run([fused], self.x).abs().max()), 0.0)
+
+        model = conv_act_pool()
+        model[2].register_forward_pre_hook(lambda mod, inp: (inp[0] + 1,))
+        want = torch_run([model], self.x)
+        fused, report = cpt.fuse(model)
+        self.assertIsInstance(fused[1], nn.Identity)
+        self.assertIsInstance(fused[2], nn.MaxPool2d)
+        self.assertIn("forward pre-hook", dict((p, r) for p, _, r in report.left)["2"])
+        self.assertLessEqual(relative_error(torch_run([fused], self.x), want), 1e-5)
+
+    def test_hardtanh_bounds_float32_cannot_hold(self):
+        model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Hardtanh(-1e39, 1e39)).eval()
+        fused, report = cpt.fuse(model)
+        self.assertEqual([p for p, _ in report.fused], ["0"])
+        self.assertIsInstance(fused[1], nn.Hardtanh)           # torch's (which refuses too)
+        reason = dict((p, r) for p, _, r in report.left)["1"]
+        self.assertIn("1e+39", reason)
+        with self.assertRaises(cpt.UnsupportedLayer) as ctx:
+            cpt.ConvPool2d(model[0], model[1])
+        self.assertIn("float32", str(ctx.exception))
+
+
 @unittest.skipIf(torchvision is None, TORCHVISION or "")
 class TestTorchvisionModels(unittest.TestCase):
     """VGG-11, VGG-16, AlexNet (weights=None, seed 0) fused vs torch on a 224x224 batch."""
