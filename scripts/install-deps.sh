@@ -4,7 +4,8 @@
 #   scripts/install-deps.sh        what `make test` needs
 #   scripts/install-deps.sh --ci   also the sanitizer, fuzzing and valgrind tools
 set -eu
-packages="cmake make gcc pkg-config python3 python3-numpy python3-torch python3-torchvision"
+packages="cmake make gcc pkg-config python3 python3-numpy python3-torch python3-torchvision
+  python3-onnx"
 if [ "${1:-}" = "--ci" ]; then
   packages="$packages clang clang-format libclang-rt-14-dev valgrind"
 fi

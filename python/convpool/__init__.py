@@ -316,6 +316,27 @@ def _ptr(array):
     return None if array is None else array.ctypes.data
 
 
+def _bytes_text(nbytes):
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if nbytes < 1024 or unit == "PiB":
+            return f"{nbytes} bytes" if unit == "bytes" else f"{nbytes:.3g} {unit}"
+        nbytes /= 1024
+    return f"{nbytes:.3g} EiB"
+
+
+def _new_output(shape, dtype_name):
+    """An empty output array; MemoryError naming its shape and size when it cannot be had."""
+    storage = _DTYPES[dtype_name][1]
+    try:
+        return np.empty(shape, dtype=storage)
+    except (ValueError, MemoryError) as exc:   # ValueError: beyond numpy's maximum size
+        nbytes = storage.itemsize
+        for n in shape:
+            nbytes *= n
+        raise MemoryError(f"the output [batch, c_out, PH, PW] = {list(shape)} of {dtype_name} "
+                          f"needs {_bytes_text(nbytes)}, which cannot be allocated") from exc
+
+
 def _convert_parameter(array, dtype_name):
     """Weights or bias converted to the storage of dtype_name (Operator(dtype=...)).
 
@@ -540,7 +561,7 @@ class Operator:
         batch, _, height, width = x.shape
         shape = self.output_shape(x.shape)
         if out is None:
-            out = np.empty(shape, dtype=self.dtype)
+            out = _new_output(shape, self.dtype_name)
         else:
             _check_out(out, x, self.dtype_name, shape)
         with self._lock:
@@ -582,15 +603,16 @@ def conv2d_maxpool(x, w, bias=None, pool=1, threads=None, impl="auto", dtype=Non
     # to the library, whose message names them.
     _, _, ph, pw = spec.output_size(height, width, k)
     try:
-        out = np.empty((batch, c_out, max(ph, 0), max(pw, 0)), dtype=_DTYPES[dtype_name][1])
-    except (ValueError, MemoryError):
-        # Too large to allocate: the library may refuse the layer with a better
-        # reason (a pad beyond its limit); ask it with no room for the output.
-        status = _lib().convpool_layer_run(
-            ctypes.byref(layer), _ptr(x), batch, height, width, _ptr(w), _ptr(bias), None,
-            0, ctypes.byref(opts))
-        _check("convpool_layer_run", status)
-        raise
+        out = _new_output((batch, c_out, max(ph, 0), max(pw, 0)), dtype_name)
+    except MemoryError:
+        out = None
+    if out is None:
+        # Too large to allocate. The library may refuse the layer first, with a
+        # better reason (a pad beyond its limit): an operator for the layer
+        # asks it, and the MemoryError then names the library's output size.
+        with Operator(w, bias, dtype=dtype_name, threads=threads, impl=impl,
+                      **spec.kwargs()) as op:
+            out = _new_output(op.output_shape(x.shape), dtype_name)
     status = _lib().convpool_layer_run(
         ctypes.byref(layer), _ptr(x), batch, height, width, _ptr(w), _ptr(bias),
         _ptr(out), out.nbytes, ctypes.byref(opts))

@@ -84,8 +84,31 @@ def _real(name, value):
     return float(value)
 
 
+#: The smallest magnitude that rounds to infinity in float32 (FLT_MAX + half an ulp):
+#: finite bounds at or beyond it would become +-inf in the library, and are refused.
+FLOAT32_OVERFLOW = float(np.finfo(np.float32).max) + 2.0 ** (127 - 24)
+
+
+def _clamp_bound(name, value, activation):
+    """A clamp bound as a float that float32 holds (infinities pass; NaN and overflow refused)."""
+    bound = _real(f"activation {name}", value)
+    if math.isnan(bound):
+        raise ValueError(f"activation = {activation!r}: the clamp {name} is NaN")
+    if math.isfinite(bound) and abs(bound) >= FLOAT32_OVERFLOW:
+        raise ValueError(f"activation = {activation!r}: the clamp {name} {bound:g} is outside "
+                         f"the float32 range (largest finite float32: "
+                         f"{float(np.finfo(np.float32).max):.8g})"
+                         "; the library applies float32 bounds (use -inf or inf for no bound)")
+    return bound
+
+
 def normalize_activation(value):
-    """None, "relu", "relu6" or a (min, max) tuple of floats (min <= max, no NaN)."""
+    """None, "relu", "relu6" or a (min, max) tuple of floats (min <= max).
+
+    Clamp bounds must be real numbers that float32 holds: NaN and finite
+    values that would round to +-inf in float32 are refused (ValueError
+    naming the value); -inf and inf are accepted and mean no bound.
+    """
     if value is None:
         return None
     if isinstance(value, str):
@@ -97,10 +120,8 @@ def normalize_activation(value):
         if len(value) != 2:
             raise ValueError(f"activation = {value!r}: a clamp is (min, max), got "
                              f"{len(value)} values")
-        lo = _real("activation min", value[0])
-        hi = _real("activation max", value[1])
-        if math.isnan(lo) or math.isnan(hi):
-            raise ValueError(f"activation = {value!r}: the clamp bounds must not be NaN")
+        lo = _clamp_bound("min", value[0], value)
+        hi = _clamp_bound("max", value[1], value)
         if lo > hi:
             raise ValueError(f"activation = {value!r}: min {lo:g} is larger than max {hi:g}")
         return (lo, hi)

@@ -247,6 +247,22 @@ class TestErrors(unittest.TestCase):
                 self.assertTrue(err.message, "the library must say what is wrong")
                 self.assertIn(err.message, str(err))
 
+    def test_output_too_large_to_allocate(self):
+        """An output no allocator can give: MemoryError naming its size, not a NULL dst."""
+        x, w = data((1, 1, 10, 10)), data((1, 1, 1, 1))
+        for call in (lambda: convpool.conv2d_maxpool(x, w, padding=2**24),
+                     lambda: convpool.Operator(w, padding=2**24)(x)):
+            with self.assertRaises(MemoryError) as ctx:
+                call()
+            text = str(ctx.exception)
+            self.assertIn("33554442", text)              # 10 + 2 * 2**24 rows and columns
+            self.assertIn("PiB", text)
+            self.assertNotIn("NULL", text)
+        # Beyond the library's limit on pads, its refusal comes first and names the pad.
+        with self.assertRaises(convpool.InvalidArgumentError) as ctx:
+            convpool.conv2d_maxpool(x, w, padding=2**24 + 1)
+        self.assertIn("padding top = 16777217", ctx.exception.message)
+
     def test_operator_rejects_input_too_small(self):
         with convpool.Operator(self.w, pool=2) as op:
             with self.assertRaises(convpool.InvalidArgumentError):
@@ -411,6 +427,34 @@ class TestLayerKeywords(unittest.TestCase):
                     self.assertNotIsInstance(ctx.exception, convpool.Error)
                     name = next(iter(kwargs)) if len(kwargs) == 1 else list(kwargs)[-1]
                     self.assertIn(name.split("_")[0], str(ctx.exception))
+
+    def test_clamp_bounds_float32_cannot_hold(self):
+        """Finite bounds that round to +-inf in float32, and NaN, are refused naming the value."""
+        x, w = self.x, self.w
+        big = float(np.finfo(np.float32).max)
+        for bounds, text in (((1e39, 2e39), "1e+39"), ((-1e39, 0.0), "-1e+39"),
+                             ((0.0, 3.5e38), "3.5e+38"), ((0.0, -np.nan), "NaN"),
+                             ((np.nan, np.nan), "NaN"), ((np.float64(1e300), np.inf), "1e+300")):
+            for call in (lambda: convpool.conv2d_maxpool(x, w, activation=bounds),
+                         lambda: convpool.Operator(w, activation=bounds),
+                         lambda: convpool.LayerSpec.make(activation=bounds)):
+                with self.subTest(bounds=bounds):
+                    with self.assertRaises(ValueError) as ctx:
+                        call()
+                    self.assertNotIsInstance(ctx.exception, convpool.Error)
+                    self.assertIn(text, str(ctx.exception))
+                    self.assertIn("activation", str(ctx.exception))
+        # What float32 holds passes: its largest value, values that round to it, and
+        # the infinities (no bound).
+        for bounds, clamp in (((-big, big), (-big, big)),
+                              ((-3.4028235e38, 3.40282356e38), (-big, big)),
+                              ((-np.inf, np.inf), (-np.inf, np.inf)),
+                              ((0.0, np.inf), (0.0, np.inf))):
+            with self.subTest(bounds=bounds):
+                self.assertEqual(convpool.LayerSpec.make(activation=bounds).clamp, clamp)
+                got = convpool.conv2d_maxpool(x, w, self.b, activation=bounds)
+                np.testing.assert_allclose(got, torch_layer(x, w, self.b, activation=bounds),
+                                           rtol=1e-5, atol=1e-5)
 
     def test_library_errors_are_surfaced(self):
         cases = [({"pool": 2, "pool_padding": 2}, "pool_padding"),

@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Tests of convpool.torch: ConvPool2d against torch's modules, its refusals,
-fuse() on small models and on torchvision's VGG-11, VGG-16 and AlexNet.
+weights reloaded or edited after packing, modules with hooks, shapes the
+library refuses (computed with torch's ops), jit.trace / jit.script / fx and
+ONNX export of the registered op, fuse() on small models and on
+torchvision's VGG-11, VGG-16 and AlexNet.
 
     python3 tests/python/test_torch.py [-v]
 
 The torchvision models are built from their definitions with weights=None and
 a fixed seed (nothing is downloaded); without torchvision those tests are
-skipped and the reason is printed.
+skipped and the reason is printed, as are the ONNX checks without onnx
+(python3-onnx).
 """
 
 import copy
@@ -23,6 +27,8 @@ sys.path.insert(0, str(REPO / "python"))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+import torch.fx  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
 import convpool  # noqa: E402
@@ -114,7 +120,7 @@ class TestConvPool2d(unittest.TestCase):
                 self.assertLessEqual(relative_error(got, want), rtol)
         # A half-precision module packs half weights at construction.
         half = cpt.ConvPool2d(copy.deepcopy(conv).half(), act, pool)
-        self.assertEqual(list(half._operators), ["float16"])
+        self.assertEqual(list(half._packs.by_dtype), ["float16"])
         with torch.no_grad():
             self.assertEqual(half(self.x.half()).dtype, torch.float16)
 
@@ -206,9 +212,13 @@ class TestConvPool2d(unittest.TestCase):
         with torch.no_grad():
             ya = a(self.x)
             self.assertTrue(torch.equal(ya, b(self.x)))
-            # Packed once: changing the conv's weights changes nothing until repack().
+            # The buffers share the conv's storage: an in-place change is seen.
             conv.weight.mul_(0.5)
-            self.assertTrue(torch.equal(a(self.x), ya))
+            want = torch_run([conv, act, pool], self.x)
+            self.assertLessEqual(relative_error(a(self.x), want), 1e-5)
+            self.assertFalse(torch.equal(a(self.x), ya))
+            # An edit through .data leaves the version counter alone: repack() sees it.
+            conv.weight.data.mul_(2.0)
             a.repack()
             want = torch_run([conv, act, pool], self.x)
             self.assertLessEqual(relative_error(a(self.x), want), 1e-5)
@@ -289,6 +299,387 @@ class TestFuse(unittest.TestCase):
     def test_not_a_module(self):
         with self.assertRaises(TypeError):
             cpt.fuse(lambda x: x)
+
+
+def conv_act_pool(c_in=3, c_out=6):
+    return nn.Sequential(nn.Conv2d(c_in, c_out, 3, padding=1), nn.ReLU(),
+                         nn.MaxPool2d(2)).eval()
+
+
+class TestWeightChanges(unittest.TestCase):
+    """Weights loaded or edited after packing are packed again before the next call."""
+
+    def setUp(self):
+        torch.manual_seed(11)
+        self.x = torch.rand(2, 3, 12, 12) * 2 - 1
+        self.a, self.b = conv_act_pool(), conv_act_pool()
+
+    def test_load_state_dict(self):
+        fused, _ = cpt.fuse(self.a)
+        torch_run([fused], self.x.half())                  # a float16 operator packed too
+        result = fused.load_state_dict(self.b.state_dict())
+        self.assertEqual((result.missing_keys, result.unexpected_keys), ([], []))
+        got = torch_run([fused], self.x)
+        self.assertLessEqual(relative_error(got, torch_run([self.b], self.x)), 1e-5)
+        self.assertGreater(relative_error(got, torch_run([self.a], self.x)), 0.1)
+        got16 = torch_run([fused], self.x.half()).float()
+        self.assertLessEqual(relative_error(got16, torch_run([self.b], self.x.half().float())),
+                             1e-2)
+        # A fused model's state dict loads into a fused model as well.
+        other, _ = cpt.fuse(self.a)
+        other.load_state_dict(fused.state_dict())
+        self.assertTrue(torch.equal(torch_run([other], self.x), got))
+
+    def test_in_place_edits_and_new_tensors(self):
+        fused, _ = cpt.fuse(self.a)
+        want = copy.deepcopy(self.a)
+        with torch.no_grad():
+            for m in (fused[0], want[0]):
+                m.weight.mul_(-2.0)
+                m.bias.add_(0.25)
+        self.assertLessEqual(relative_error(torch_run([fused], self.x),
+                                            torch_run([want], self.x)), 1e-5)
+        # A buffer replaced by another tensor.
+        fused[0].weight = self.b[0].weight.detach().clone()
+        fused[0].bias = self.b[0].bias.detach().clone()
+        self.assertLessEqual(relative_error(torch_run([fused], self.x),
+                                            torch_run([self.b], self.x)), 1e-5)
+        # Unchanged weights are not packed again.
+        op = fused[0].operator("float32")
+        torch_run([fused], self.x)
+        self.assertIs(fused[0].operator("float32"), op)
+
+    def test_grad_still_refused(self):
+        fused, _ = cpt.fuse(self.a)
+        fused.load_state_dict(self.b.state_dict())
+        with self.assertRaises(RuntimeError) as ctx:
+            fused(self.x.clone().requires_grad_())
+        self.assertIn("no_grad", str(ctx.exception))
+        with self.assertRaises(RuntimeError):
+            torch.jit.script(fused)(self.x.clone().requires_grad_())
+
+
+class Double(nn.Module):
+    """A parametrization (torch.nn.utils.parametrize)."""
+
+    def forward(self, w):
+        return 2 * w
+
+
+class TestHooks(unittest.TestCase):
+    """A module with hooks or parametrizations is left to torch, and the report says why."""
+
+    def setUp(self):
+        torch.manual_seed(13)
+        self.x = torch.rand(1, 3, 10, 10) * 2 - 1
+
+    def test_hooked_conv_is_not_fused(self):
+        from torch.nn.utils import parametrize
+        cases = [
+            (lambda m: m.register_forward_hook(lambda mod, inp, out: out * 0), "forward hook"),
+            (lambda m: m.register_forward_pre_hook(lambda mod, inp: (inp[0] * 2,)),
+             "forward pre-hook"),
+            (lambda m: m.register_full_backward_hook(lambda mod, gi, go: None), "backward hook"),
+            (lambda m: m._register_state_dict_hook(lambda *args: None), "state_dict hook"),
+            (lambda m: m._register_load_state_dict_pre_hook(lambda *args: None),
+             "load_state_dict pre-hook"),
+            (nn.utils.spectral_norm, "forward pre-hook (SpectralNorm)"),
+            (nn.utils.weight_norm, "forward pre-hook (WeightNorm)"),
+            (lambda m: parametrize.register_parametrization(m, "weight", Double()),
+             "parametrized weight"),
+        ]
+        for add, text in cases:
+            with self.subTest(text=text):
+                model = conv_act_pool()
+                add(model[0])
+                want = torch_run([model], self.x)
+                fused, report = cpt.fuse(model)
+                self.assertEqual(report.fused, [], str(report))
+                left = {path: reason for path, _, reason in report.left}
+                self.assertIn(text, left["0"])
+                self.assertIn("left to torch", left["2"])
+                self.assertTrue(torch.equal(torch_run([fused], self.x), want))
+                with self.assertRaises(cpt.UnsupportedLayer) as ctx:
+                    cpt.ConvPool2d(model[0])
+                self.assertIn(text, str(ctx.exception))
+        # The forward hook that zeroes the conv's output still does.
+        model = conv_act_pool()
+        model[0].register_forward_hook(lambda mod, inp, out: out * 0)
+        fused, _ = cpt.fuse(model)
+        self.assertEqual(float(torch_run([fused], self.x).abs().max()), 0.0)
+
+    def test_hooked_activation_or_pool_stays_with_torch(self):
+        model = conv_act_pool()
+        model[1].register_forward_hook(lambda mod, inp, out: out * 0)
+        fused, report = cpt.fuse(model)
+        self.assertEqual([p for p, _ in report.fused], ["0"])
+        self.assertIsInstance(fused[1], nn.ReLU)
+        self.assertIsInstance(fused[2], nn.MaxPool2d)
+        left = {path: (kind, reason) for path, kind, reason in report.left}
+        self.assertEqual(left["1"][0], "ReLU")
+        self.assertIn("forward hook", left["1"][1])
+        self.assertEqual(float(torch_run([fused], self.x).abs().max()), 0.0)
+
+        model = conv_act_pool()
+        model[2].register_forward_pre_hook(lambda mod, inp: (inp[0] + 1,))
+        want = torch_run([model], self.x)
+        fused, report = cpt.fuse(model)
+        self.assertIsInstance(fused[1], nn.Identity)
+        self.assertIsInstance(fused[2], nn.MaxPool2d)
+        self.assertIn("forward pre-hook", dict((p, r) for p, _, r in report.left)["2"])
+        self.assertLessEqual(relative_error(torch_run([fused], self.x), want), 1e-5)
+
+    def test_hardtanh_bounds_float32_cannot_hold(self):
+        model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Hardtanh(-1e39, 1e39)).eval()
+        fused, report = cpt.fuse(model)
+        self.assertEqual([p for p, _ in report.fused], ["0"])
+        self.assertIsInstance(fused[1], nn.Hardtanh)           # torch's (which refuses too)
+        reason = dict((p, r) for p, _, r in report.left)["1"]
+        self.assertIn("1e+39", reason)
+        with self.assertRaises(cpt.UnsupportedLayer) as ctx:
+            cpt.ConvPool2d(model[0], model[1])
+        self.assertIn("float32", str(ctx.exception))
+
+
+def run_onnx(model, x):
+    """Evaluate an exported graph with torch's functional ops, reading ONNX's attributes.
+
+    Knows the nodes the export may write (Conv, Relu, Clip, MaxPool and Constant,
+    Cast, Unsqueeze, Squeeze); anything else fails the test.
+    """
+    from onnx import helper, numpy_helper
+    values = {init.name: torch.from_numpy(numpy_helper.to_array(init).copy())
+              for init in model.graph.initializer}
+    inputs = [i.name for i in model.graph.input if i.name not in values]
+    values[inputs[0]] = x
+    for node in model.graph.node:
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        ins = [values[name] if name else None for name in node.input]
+        op = node.op_type
+        if op == "Constant":
+            out = torch.from_numpy(numpy_helper.to_array(attrs["value"]).copy())
+        elif op == "Conv":
+            top, left, bottom, right = attrs.get("pads", [0, 0, 0, 0])
+            out = F.conv2d(F.pad(ins[0], (left, right, top, bottom)), ins[1],
+                           ins[2] if len(ins) > 2 else None, stride=attrs.get("strides", 1),
+                           dilation=attrs.get("dilations", 1), groups=attrs.get("group", 1))
+        elif op == "Relu":
+            out = torch.relu(ins[0])
+        elif op == "Clip":
+            if len(ins) > 1:
+                lo, hi = float(ins[1]), float(ins[2])
+            else:
+                lo, hi = attrs.get("min", -np.inf), attrs.get("max", np.inf)
+            out = torch.clamp(ins[0], lo, hi)
+        elif op == "MaxPool":
+            top, left, bottom, right = attrs.get("pads", [0, 0, 0, 0])
+            assert (top, left) == (bottom, right), attrs
+            out = F.max_pool2d(ins[0], attrs["kernel_shape"], attrs["strides"], (top, left),
+                               ceil_mode=bool(attrs.get("ceil_mode", 0)))
+        elif op in ("Unsqueeze", "Squeeze"):
+            axes = attrs["axes"] if "axes" in attrs else ins[1].tolist()
+            out = ins[0].unsqueeze(axes[0]) if op == "Unsqueeze" else ins[0].squeeze(axes[0])
+        else:
+            raise AssertionError(f"unexpected ONNX node {op}")
+        values[node.output[0]] = out
+    return values[model.graph.output[0].name]
+
+
+class TestTraceScriptExport(unittest.TestCase):
+    """jit.trace, jit.script, fx and ONNX export see one op per fused layer."""
+
+    def setUp(self):
+        torch.manual_seed(17)
+        self.model = nn.Sequential(
+            nn.Conv2d(3, 6, 3, padding=1), nn.ReLU(), nn.MaxPool2d(3, 2, 1, ceil_mode=True),
+            nn.Conv2d(6, 5, 2, padding="same"), nn.Hardtanh(-0.2, 0.3),
+            nn.Conv2d(5, 4, 1, bias=False), nn.ReLU6(), nn.MaxPool2d(2)).eval()
+        self.x = torch.rand(2, 3, 13, 12) * 2 - 1
+        self.x2 = torch.rand(1, 3, 20, 17) * 2 - 1        # not the traced shape
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)    # "same" with an even kernel
+            self.want = torch_run([self.model], self.x)
+            self.want2 = torch_run([self.model], self.x2)
+        self.fused, report = cpt.fuse(self.model)
+        self.assertEqual(len(report.fused), 3, str(report))
+
+    def check(self, module):
+        self.assertLessEqual(relative_error(torch_run([module], self.x), self.want), 1e-5)
+        self.assertLessEqual(relative_error(torch_run([module], self.x2), self.want2), 1e-5)
+
+    def test_trace(self):
+        with torch.no_grad():
+            traced = torch.jit.trace(self.fused, self.x)
+        kinds = [node.kind() for node in traced.inlined_graph.nodes()]
+        self.assertEqual(kinds.count("convpool::conv2d_maxpool"), 3, kinds)
+        self.assertNotIn("aten::empty", kinds)
+        self.check(traced)
+
+    def test_script(self):
+        scripted = torch.jit.script(self.fused)
+        kinds = [node.kind() for node in scripted.inlined_graph.nodes()]
+        self.assertEqual(kinds.count("convpool::conv2d_maxpool"), 3, kinds)
+        self.check(scripted)
+
+    def test_fx(self):
+        graph_module = torch.fx.symbolic_trace(self.fused)
+        calls = [n for n in graph_module.graph.nodes if n.op == "call_function"]
+        self.assertEqual(len(calls), 3, graph_module.code)
+        self.assertTrue(all("conv2d_maxpool" in str(n.target) for n in calls))
+        self.check(graph_module)
+
+    def test_saved_copies_outlive_the_module(self):
+        with torch.no_grad():
+            traced = torch.jit.trace(self.fused, self.x)
+        saved = []
+        for module in (traced, torch.jit.script(self.fused)):
+            buffer = io.BytesIO()
+            torch.jit.save(module, buffer)
+            saved.append(buffer.getvalue())
+        del self.fused, traced
+        packs = []
+        real_pack = cpt._pack
+        cpt._pack = lambda *args: packs.append(args) or real_pack(*args)
+        try:
+            for data in saved:
+                loaded = torch.jit.load(io.BytesIO(data))
+                self.check(loaded)
+                self.check(loaded)
+        finally:
+            cpt._pack = real_pack
+        self.assertEqual(len(packs), 2 * 3)                 # each layer on its first call only
+
+    def test_meta(self):
+        layer = self.fused[0]
+        for shape in ((2, 3, 13, 12), (3, 4, 4), (0, 3, 5, 5)):
+            with self.subTest(shape=shape):
+                x = torch.empty(shape, device="meta")
+                y = torch.ops.convpool.conv2d_maxpool(
+                    x, layer.weight.to("meta"), layer.bias.to("meta"), layer._padding,
+                    layer._clamp_min, layer._clamp_max, layer._pool, layer._pool_stride,
+                    layer._pool_padding, layer._ceil_mode, 0)
+                self.assertEqual(y.device.type, "meta")
+                want = torch_run(self.model[:3], torch.zeros(shape))
+                self.assertEqual(tuple(y.shape), tuple(want.shape))
+
+    def test_onnx_export(self):
+        try:
+            import onnx
+        except ImportError as exc:                          # Debian: python3-onnx
+            self.skipTest(f"onnx is not installed ({exc}); install python3-onnx")
+        expected = ["Conv", "Relu", "MaxPool", "Conv", "Clip", "Conv", "Clip", "MaxPool"]
+        for opset in (11, 14):
+            for x, want in ((self.x, self.want), (self.x2[0], self.want2[0])):
+                with self.subTest(opset=opset, shape=tuple(x.shape)):
+                    buffer = io.BytesIO()
+                    with torch.no_grad():
+                        torch.onnx.export(self.fused, x, buffer, opset_version=opset)
+                    model = onnx.load_from_string(buffer.getvalue())
+                    onnx.checker.check_model(model)
+                    kinds = [n.op_type for n in model.graph.node
+                             if n.op_type not in ("Constant", "Unsqueeze", "Squeeze")]
+                    self.assertEqual(kinds, expected)
+                    self.assertLessEqual(relative_error(run_onnx(model, x), want), 1e-5)
+
+    def test_onnx_export_refusals(self):
+        # MaxPool's ceil_mode is opset 10's; ONNX's Conv has no bfloat16.
+        cases = ((self.fused, self.x, 9, "ceil_mode"),
+                 (cpt.ConvPool2d(nn.Conv2d(3, 4, 3)), self.x.bfloat16(), 14, "BFloat16"))
+        for module, x, opset, text in cases:
+            with self.subTest(text=text):
+                with self.assertRaises(RuntimeError) as ctx:
+                    with torch.no_grad():
+                        torch.onnx.export(module, x, io.BytesIO(), opset_version=opset)
+                self.assertIn(text, str(ctx.exception))
+
+
+class TestRefusedShapes(unittest.TestCase):
+    """A shape the library refuses is computed with torch's ops where torch computes it."""
+
+    def setUp(self):
+        torch.manual_seed(19)
+
+    def check(self, conv, act, pool, x, dtype=torch.float32, rtol=1e-5):
+        model = nn.Sequential(*(m for m in (conv, act, pool) if m is not None)).eval()
+        want = torch_run([model], x.to(dtype).float())
+        fused = cpt.ConvPool2d(conv, act, pool)
+        with torch.no_grad():
+            got = fused(x.to(dtype))
+        self.assertEqual(got.dtype, dtype)
+        self.assertEqual(got.shape, want.shape)
+        self.assertLessEqual(relative_error(got.float(), want), rtol)
+        return fused
+
+    def test_windows_larger_than_the_conv_output(self):
+        # The reproducer: a 2x2 conv output, MaxPool2d(3, 2, ceil_mode=True) gives 1x1.
+        self.check(nn.Conv2d(3, 4, 3), None, nn.MaxPool2d(3, 2, ceil_mode=True),
+                   torch.rand(1, 3, 4, 4))
+        cases = [
+            (nn.Conv2d(3, 4, 3), nn.ReLU(), nn.MaxPool2d(2, ceil_mode=True), (2, 3, 3, 3)),
+            (nn.Conv2d(3, 4, 3), None, nn.MaxPool2d(4, 4, ceil_mode=True), (1, 3, 5, 5)),
+            (nn.Conv2d(3, 4, 3), nn.ReLU6(), nn.MaxPool2d(2, ceil_mode=True), (2, 3, 3, 9)),
+            (nn.Conv2d(3, 4, 3, padding=1), nn.Hardtanh(-0.1, 0.2),
+             nn.MaxPool2d(3, 3, ceil_mode=True), (1, 3, 2, 7)),
+        ]
+        for conv, act, pool, shape in cases:
+            for dtype, rtol in ((torch.float32, 1e-5), (torch.float16, 2e-3),
+                                (torch.bfloat16, 2e-2)):
+                with self.subTest(pool=pool, shape=shape, dtype=dtype):
+                    x = torch.rand(shape) * 2 - 1
+                    self.check(conv, act, pool, x, dtype, rtol)
+                    self.check(conv, act, pool, x[0], dtype, rtol)           # [C, H, W]
+
+    def test_any_refusal_falls_back(self):
+        """Whatever the library refuses at run time (here: a made-up refusal)."""
+        conv, act, pool = nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(3, 2, 1)
+        x = torch.rand(2, 3, 9, 11) * 2 - 1
+        fused = self.check(conv, act, pool, x)
+        self.assertEqual(fused.fallback_calls, 0)
+        real = convpool.Operator.output_shape
+
+        def refuse(op, x_shape):
+            raise convpool.InvalidArgumentError("convpool_op_output_shape", 1,
+                                                "invalid argument", "made up for the test")
+        convpool.Operator.output_shape = refuse
+        try:
+            with torch.no_grad():
+                got = fused(x)
+        finally:
+            convpool.Operator.output_shape = real
+        self.assertLessEqual(relative_error(got, torch_run([conv, act, pool], x)), 1e-5)
+        self.assertEqual(fused.fallback_calls, 1)
+        self.assertIn("made up for the test", fused.fallback_reason)
+
+    def test_torch_refuses_too(self):
+        fused = cpt.ConvPool2d(nn.Conv2d(3, 4, 3), None, nn.MaxPool2d(2))
+        with self.assertRaises(convpool.InvalidArgumentError) as ctx:
+            with torch.no_grad():
+                fused(torch.rand(1, 3, 3, 3))           # conv output 1x1, torch's pool: 0x0
+        self.assertIsInstance(ctx.exception.__cause__, RuntimeError)
+        self.assertEqual(fused.fallback_calls, 0)
+
+    def test_output_shape_rule_is_torchs(self):
+        """The shape rule of the Meta kernel and of empty batches, against torch's pooling."""
+        for size in range(1, 9):
+            for window in range(1, 6):
+                for stride in range(1, 4):
+                    for pad in range(window // 2 + 1):
+                        for ceil_mode in (False, True):
+                            spec = convpool.LayerSpec.make(pool=window, pool_stride=stride,
+                                                           pool_padding=pad,
+                                                           ceil_mode=ceil_mode)
+                            try:
+                                want = tuple(F.max_pool2d(torch.zeros(1, 1, size, size + 1),
+                                                          window, stride, pad,
+                                                          ceil_mode=ceil_mode).shape)
+                            except RuntimeError:
+                                want = None
+                            try:
+                                got = cpt._torch_output_shape((1, 1, size, size + 1),
+                                                              (1, 1, 1, 1), spec)
+                            except RuntimeError:
+                                got = None
+                            self.assertEqual(got, want, (size, window, stride, pad, ceil_mode))
 
 
 @unittest.skipIf(torchvision is None, TORCHVISION or "")
