@@ -23,58 +23,6 @@ namespace bench {
 
 // ---- conversions ----
 
-static uint32_t float_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
-
-static float bits_float(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-uint16_t f32_to_f16(float value) {
-  uint32_t x = float_bits(value);
-  const uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-  x &= 0x7fffffffu;
-  if (x >= 0x7f800000u) return (uint16_t)(sign | (x > 0x7f800000u ? 0x7e00u : 0x7c00u));
-  if (x >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);  // rounds past 65504
-  if (x < 0x38800000u) {
-    // Below the smallest normal half (2^-14): the value in units of 2^-24,
-    // rounded to nearest even by the default FP rounding mode. 1024 units is
-    // the smallest normal, which has the same encoding.
-    const float units = std::fabs(value) * 16777216.0f;
-    return (uint16_t)(sign | (uint16_t)std::nearbyint(units));
-  }
-  // Normal: round the 23-bit mantissa to 10 bits (ties to even), rebias.
-  x += 0x0fffu + ((x >> 13) & 1u);
-  x -= (uint32_t)(127 - 15) << 23;
-  return (uint16_t)(sign | (x >> 13));
-}
-
-float f16_to_f32(uint16_t h) {
-  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
-  if (exp == 0) {  // zero or subnormal: mant * 2^-24, exact in fp32
-    const float v = (float)mant * (1.0f / 16777216.0f);
-    return sign ? -v : v;
-  }
-  if (exp == 31) return bits_float(sign | 0x7f800000u | (mant << 13));
-  return bits_float(sign | ((exp + (127 - 15)) << 23) | (mant << 13));
-}
-
-uint16_t f32_to_bf16(float value) {
-  const uint32_t x = float_bits(value);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);  // quiet NaN
-  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-}
-
-float bf16_to_f32(uint16_t bits) {
-  return bits_float((uint32_t)bits << 16);
-}
-
 // ---- buffers ----
 
 Buffer::Buffer(size_t bytes) : bytes_(bytes) {
@@ -117,41 +65,29 @@ static uint64_t splitmix64(uint64_t *state) {
   return z ^ (z >> 31);
 }
 
+// The library's own conversion (one round to nearest even), so the data a
+// case feeds each system is what convpool would make of it.
+static void convert(const void *src, convpool_dtype from, void *dst, convpool_dtype to,
+                    size_t count) {
+  if (convpool_convert(src, from, dst, to, count) != CONVPOOL_SUCCESS) {
+    std::fprintf(stderr, "convpool-bench: %s\n", convpool_last_error());
+    std::exit(3);
+  }
+}
+
 void fill_uniform(void *dst, convpool_dtype dtype, size_t count, uint64_t seed, float lo,
                   float hi) {
   uint64_t state = seed;
   const float scale = (hi - lo) / 16777216.0f;
-  for (size_t i = 0; i < count; ++i) {
-    const float v = lo + (float)(splitmix64(&state) >> 40) * scale;  // 24 random bits
-    switch (dtype) {
-      case CONVPOOL_FLOAT32:
-        static_cast<float *>(dst)[i] = v;
-        break;
-      case CONVPOOL_FLOAT16:
-        static_cast<uint16_t *>(dst)[i] = f32_to_f16(v);
-        break;
-      case CONVPOOL_BFLOAT16:
-        static_cast<uint16_t *>(dst)[i] = f32_to_bf16(v);
-        break;
-    }
-  }
+  std::vector<float> values(count);
+  for (size_t i = 0; i < count; ++i)
+    values[i] = lo + (float)(splitmix64(&state) >> 40) * scale;  // 24 random bits
+  convert(values.data(), CONVPOOL_FLOAT32, dst, dtype, count);
 }
 
 std::vector<float> to_f32(const void *src, convpool_dtype dtype, size_t count) {
   std::vector<float> out(count);
-  for (size_t i = 0; i < count; ++i) {
-    switch (dtype) {
-      case CONVPOOL_FLOAT32:
-        out[i] = static_cast<const float *>(src)[i];
-        break;
-      case CONVPOOL_FLOAT16:
-        out[i] = f16_to_f32(static_cast<const uint16_t *>(src)[i]);
-        break;
-      case CONVPOOL_BFLOAT16:
-        out[i] = bf16_to_f32(static_cast<const uint16_t *>(src)[i]);
-        break;
-    }
-  }
+  convert(src, dtype, out.data(), CONVPOOL_FLOAT32, count);
   return out;
 }
 

@@ -1,5 +1,5 @@
-// Small helpers for the benchmark driver: dtype conversions, deterministic
-// random data, aligned buffers, timing, statistics, subprocesses and number
+// Small helpers for the benchmark driver: deterministic random data (dtype
+// conversions are the library's convpool_convert), aligned buffers, timing, statistics, subprocesses and number
 // formatting.
 #ifndef CONVPOOL_BENCH_UTIL_HPP
 #define CONVPOOL_BENCH_UTIL_HPP
@@ -14,13 +14,6 @@
 #include "convpool.h"
 
 namespace bench {
-
-// ---- scalar conversions (round to nearest even, NaN kept quiet) ----
-
-uint16_t f32_to_f16(float value);
-float f16_to_f32(uint16_t bits);
-uint16_t f32_to_bf16(float value);
-float bf16_to_f32(uint16_t bits);
 
 // ---- aligned storage ----
 
