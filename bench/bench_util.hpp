@@ -1,6 +1,6 @@
 // Small helpers for the benchmark driver: deterministic random data (dtype
-// conversions are the library's convpool_convert), aligned buffers, timing, statistics, subprocesses and number
-// formatting.
+// conversions are the library's convpool_convert), aligned buffers, timing, statistics,
+// subprocesses and number formatting.
 #ifndef CONVPOOL_BENCH_UTIL_HPP
 #define CONVPOOL_BENCH_UTIL_HPP
 
