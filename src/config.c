@@ -3,6 +3,8 @@
  * the benchmark's cases (README, "How it works"):
  * - panel L2/2 and tile buffer L2/4: the panel and the tile buffer stay in L2
  *   together, with room for the weights block streaming through;
+ * - a run's shared workspace (Winograd's regions transformed once for every
+ *   channel group) up to L3/2, so that the items read it from L3;
  * - copy cost: copying one panel element costs about one vector multiply-add,
  *   i.e. as many kernel lanes as a vector holds;
  * - 4 items per thread: enough to balance uneven items, few enough that each
@@ -26,12 +28,12 @@
 #include "config.h"
 
 static const cp_blocking cp_blockings[] = {
-    /* isa              mr  nr panel buf copy items cols ahead V KiB M KiB  U   cols  auto: tiles
+    /* isa  mr  nr  panel shared buf  copy items cols ahead  V KiB M KiB  U  cols  auto: tiles
        c_in work */
-    {CP_ISA_SCALAR, 4, 16, 2, 4, 1.0, 4, 64, 16, 4096, 4096, 1.0, 16, 8, 8, 65536},
-    {CP_ISA_AVX2, 6, 16, 2, 4, 8.0, 4, 64, 16, 4096, 4096, 16.0, 16, 8, 8, 65536},
-    {CP_ISA_AVX512, 12, 32, 2, 4, 16.0, 4, 64, 16, 4096, 4096, 16.0, 16, 8, 8, 65536},
-    {CP_ISA_AVX512_BF16, 12, 32, 2, 4, 16.0, 4, 64, 16, 4096, 4096, 16.0, 16, 8, 8, 65536},
+    {CP_ISA_SCALAR, 4, 16, 2, 2, 4, 1.0, 4, 64, 16, 4096, 4096, 1.0, 16, 8, 8, 65536},
+    {CP_ISA_AVX2, 6, 16, 2, 2, 4, 8.0, 4, 64, 16, 4096, 4096, 16.0, 16, 8, 8, 65536},
+    {CP_ISA_AVX512, 12, 32, 2, 2, 4, 16.0, 4, 64, 16, 4096, 4096, 16.0, 16, 8, 8, 65536},
+    {CP_ISA_AVX512_BF16, 12, 32, 2, 2, 4, 16.0, 4, 64, 16, 4096, 4096, 16.0, 16, 8, 8, 65536},
 };
 
 const cp_blocking *cp_blocking_for(cp_isa isa) {

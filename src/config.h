@@ -13,13 +13,14 @@
 
 typedef struct cp_blocking {
   cp_isa isa;
-  int mr, nr;            /* register tile of the main kernel: channels x positions */
-  unsigned panel_l2_div; /* input panel budget: L2 / panel_l2_div per thread */
-  unsigned buf_l2_div;   /* tile buffer budget: L2 / buf_l2_div per thread */
-  double copy_cost;      /* one copied panel element costs this many kernel lanes */
-  int items_per_thread;  /* work items wanted per thread (load balance) */
-  int max_col_multiples; /* column blocks tried: up to this many lcm(pool, NR) */
-  int pack_ahead_rows;   /* input rows prefetched ahead of the panel copy */
+  int mr, nr;             /* register tile of the main kernel: channels x positions */
+  unsigned panel_l2_div;  /* input panel budget: L2 / panel_l2_div per thread */
+  unsigned shared_l3_div; /* a run's shared workspace (a phase before the items): L3 / this */
+  unsigned buf_l2_div;    /* tile buffer budget: L2 / buf_l2_div per thread */
+  double copy_cost;       /* one copied panel element costs this many kernel lanes */
+  int items_per_thread;   /* work items wanted per thread (load balance) */
+  int max_col_multiples;  /* column blocks tried: up to this many lcm(pool, NR) */
+  int pack_ahead_rows;    /* input rows prefetched ahead of the panel copy */
   /* Winograd: per-thread budgets of an item's transformed input V and of the
      products M of one pass over V, and what streaming one transformed weight
      per item costs in kernel lanes (larger items reuse the weights more). */

@@ -60,13 +60,13 @@ static void cp_run_item(void *context, int64_t index, int thread) {
   cp_phase_times *times = &r->times[thread];
 
   double t0 = cp_seconds();
-  algo->pack_item(r, &it, panel);
+  const float *input = algo->pack_item(r, &it, panel);
   double t1 = cp_seconds();
   times->pack += t1 - t0;
 
   const size_t mr = (size_t)pl->setup->co_block;
   for (int64_t cb = it.cb0; cb < it.cb1; cb++) {
-    algo->compute_block(r, &it, panel, cb, buf);
+    algo->compute_block(r, &it, input, cb, buf);
     double t2 = cp_seconds();
     times->compute += t2 - t1;
     const size_t co0 = (size_t)cb * mr;
@@ -77,10 +77,22 @@ static void cp_run_item(void *context, int64_t index, int thread) {
   }
 }
 
+/* One work item of the algorithm's phase before the items (timed as packing). */
+static void cp_prepare_item(void *context, int64_t index, int thread) {
+  const cp_run *r = context;
+  const double t0 = cp_seconds();
+  r->pl->algo->prepare(r, index);
+  r->times[thread].pack += cp_seconds() - t0;
+}
+
 void cp_driver_run(cp_threadpool *pool, const cp_run *r, convpool_run_stats *stats) {
   const int threads = cp_threadpool_threads(pool);
   memset(r->times, 0, (size_t)threads * sizeof *r->times);
-  const int used = cp_threadpool_run(pool, cp_run_item, (void *)r, r->pl->items);
+  int used = 0;
+  if (r->pl->prepare_items > 0) /* a phase; its end is a barrier */
+    used = cp_threadpool_run(pool, cp_prepare_item, (void *)r, r->pl->prepare_items);
+  const int item_threads = cp_threadpool_run(pool, cp_run_item, (void *)r, r->pl->items);
+  if (item_threads > used) used = item_threads;
   for (int t = 0; t < threads; t++) {
     stats->pack_seconds += r->times[t].pack;
     stats->compute_seconds += r->times[t].compute;

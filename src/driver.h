@@ -1,8 +1,9 @@
 /*
- * The driver: work items over the thread pool. An item is packed by its
- * algorithm, then each of its channel blocks is computed into the tile
- * buffer and pooled row by row by the epilogue. Phase times are kept per
- * thread.
+ * The driver: work items over the thread pool. The algorithm's phase
+ * before the items, if it has one, runs first over its own work items (a
+ * barrier ends it); then an item is packed by its algorithm, each of its
+ * channel blocks is computed into the tile buffer and pooled row by row by
+ * the epilogue. Phase times are kept per thread.
  */
 #ifndef CONVPOOL_DRIVER_H
 #define CONVPOOL_DRIVER_H
@@ -27,6 +28,7 @@ typedef struct cp_run {
   const unsigned char *src;
   unsigned char *dst;
   unsigned char *scratch; /* threads x pl->scratch_bytes */
+  unsigned char *shared;  /* pl->shared_bytes, written by the phase before the items */
   cp_phase_times *times;  /* one per thread */
 } cp_run;
 

@@ -35,6 +35,8 @@ struct convpool_op {
   cp_epilogue epilogue;
   unsigned char *scratch; /* per-thread scratch, kept between runs */
   size_t scratch_bytes;
+  unsigned char *shared; /* the run's shared workspace, kept between runs */
+  size_t shared_bytes;
   cp_phase_times *times; /* per-thread phase times of the current run */
   convpool_run_stats last_stats;
   float *packed; /* the algorithm's packed weights */
@@ -200,6 +202,7 @@ convpool_status convpool_op_destroy(convpool_op *op) {
   op->magic = 0;
   cp_threadpool_destroy(op->pool_threads);
   cp_free(a, op->scratch);
+  cp_free(a, op->shared);
   cp_free(a, op->times);
   cp_free(a, op->bias);
   cp_free(a, op->packed);
@@ -247,7 +250,17 @@ static convpool_status cp_op_run_claimed(convpool_op *op, const void *src, int64
     op->scratch_bytes = scratch_bytes;
   }
   const double start = cp_seconds();
-  const cp_run r = {&pl, op->packed, op->widen, &op->epilogue, src, dst, op->scratch, op->times};
+  if (pl.shared_bytes > op->shared_bytes) { /* likewise */
+    cp_free(op->allocator, op->shared);
+    op->shared_bytes = 0;
+    op->shared = cp_alloc(op->allocator, pl.shared_bytes);
+    if (op->shared == NULL)
+      return cp_fail(CONVPOOL_OUT_OF_MEMORY, "cannot allocate %zu bytes of shared workspace",
+                     pl.shared_bytes);
+    op->shared_bytes = pl.shared_bytes;
+  }
+  const cp_run r = {&pl, op->packed,  op->widen,  &op->epilogue, src,
+                    dst, op->scratch, op->shared, op->times};
   convpool_run_stats stats;
   memset(&stats, 0, sizeof stats);
   cp_driver_run(op->pool_threads, &r, &stats);

@@ -307,6 +307,8 @@ static convpool_status cp_plan_run(const cp_layer *layer, const cp_algorithm *al
   pl->panel_budget = cpu->l2 / pl->cfg->panel_l2_div;
   pl->buf_budget = cpu->l2 / pl->cfg->buf_l2_div;
   if ((st = cp_choose_blocks(pl, rows_per_item)) != CONVPOOL_SUCCESS) return st;
+  if (pl->algo->schedule != NULL && !pl->algo->schedule(pl))
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "shared workspace size overflows");
   /* the epilogue's row: column maxima of a window, then the pooled outputs */
   pl->row_bytes = (size_t)(pl->conv_cols + pl->col_block) * sizeof(float);
   if (!cp_add(cp_round_up(pl->panel_bytes, CP_CACHE_LINE),
@@ -319,7 +321,12 @@ static convpool_status cp_plan_run(const cp_layer *layer, const cp_algorithm *al
 void cp_plan_describe(const cp_plan *pl, convpool_dtype dtype, const char *choice,
                       const char *epilogue, char *text, size_t capacity) {
   const cp_cpu *cpu = cp_cpu_get();
-  char sweep[768], act[96];
+  char sweep[768], act[96], phase[160] = "";
+  if (pl->prepare_items > 0)
+    snprintf(phase, sizeof phase,
+             "first phase    %lld work items prepare what the channel groups share (%zu bytes), "
+             "then a barrier\n",
+             (long long)pl->prepare_items, pl->shared_bytes);
   pl->algo->describe(pl, sweep, sizeof sweep);
   if (pl->act_min == -INFINITY && pl->act_max == INFINITY)
     snprintf(act, sizeof act, "none");
@@ -342,6 +349,7 @@ void cp_plan_describe(const cp_plan *pl, convpool_dtype dtype, const char *choic
       "%s"
       "work items     %lld = batch %lld x row groups %lld x column blocks %lld x channel "
       "groups %lld (%lld blocks each)\n"
+      "%s"
       "epilogue       %s\n"
       "threads        %d\n"
       "packed weights %zu bytes\n"
@@ -360,8 +368,8 @@ void cp_plan_describe(const cp_plan *pl, convpool_dtype dtype, const char *choic
       (long long)pl->pool_pad[1], (long long)pl->pool_pad[2], (long long)pl->pool_pad[3], act,
       pl->ceil_mode ? "ceil" : "floor", sweep, (long long)pl->items, (long long)pl->batch,
       (long long)pl->row_groups, (long long)pl->col_blocks, (long long)pl->co_groups,
-      (long long)pl->co_blocks_per_group, epilogue, pl->threads, pl->setup->packed_weight_bytes,
-      pl->panel_bytes, pl->cfg->panel_l2_div, pl->panel_budget,
+      (long long)pl->co_blocks_per_group, phase, epilogue, pl->threads,
+      pl->setup->packed_weight_bytes, pl->panel_bytes, pl->cfg->panel_l2_div, pl->panel_budget,
       pl->panel_bytes <= pl->panel_budget ? "fits" : "over budget", pl->buf_bytes,
       pl->cfg->buf_l2_div, pl->buf_budget, pl->buf_bytes <= pl->buf_budget ? "fits" : "over budget",
       pl->scratch_bytes, pl->scratch_bytes * (size_t)pl->threads);

@@ -11,7 +11,8 @@
  * conv outputs its pooling windows cover (clipped to the conv output; with
  * overlapping windows, neighbouring items share a few conv rows). The driver
  * (driver.c) runs an item: the algorithm packs the item's input into
- * per-thread scratch (the "panel"), then for each channel block it computes
+ * per-thread scratch (the "panel", or reads one its phase before the items
+ * prepared in the run's shared workspace), then for each channel block it computes
  * the item's conv region into a per-thread tile buffer, which the epilogue
  * pools, biases, activates, converts and stores into dst. Each item owns a
  * disjoint region of dst, so the result does not depend on the thread count.
@@ -90,6 +91,11 @@ typedef struct cp_plan {
   /* items */
   int64_t row_groups, col_blocks, co_groups, co_blocks_per_group, items;
   int threads;
+  /* the algorithm's phase before the items (0: none): prepare_items work
+     items that prepare, into the run's shared workspace, what several items
+     read (e.g. an image region's transformed input for every channel group) */
+  int64_t prepare_items;
+  size_t shared_bytes;
   /* bytes */
   size_t panel_bytes, buf_bytes, row_bytes, scratch_bytes; /* per thread */
   size_t panel_budget, buf_budget;

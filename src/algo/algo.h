@@ -70,10 +70,21 @@ typedef struct cp_algorithm {
      always. */
   int (*worth_splitting_to)(const cp_plan *pl);
 
+  /* Optional: the item grid is final; the algorithm may choose a phase
+     before the items (pl->prepare_items, pl->shared_bytes). Returns 0 on
+     overflow. */
+  int (*schedule)(cp_plan *pl);
+
   /* ---- the run (driver.c) ---- */
 
-  /* Pack the input of item `it` into panel (panel_bytes). */
-  void (*pack_item)(const cp_run *r, cp_item *it, float *panel);
+  /* Optional: work item `index` of the phase before the items (index <
+     pl->prepare_items), on any thread; writes only its own part of
+     r->shared. The driver waits for the whole phase before the items. */
+  void (*prepare)(const cp_run *r, int64_t index);
+
+  /* The input of item `it`: packed into panel (panel_bytes of per-thread
+     scratch), or prepared in r->shared; returns what compute_block reads. */
+  const float *(*pack_item)(const cp_run *r, cp_item *it, float *panel);
 
   /* The conv output of channel block cb over the item's conv region into
      the tile buffer buf (plan.h: buf_cols, buf_row_ld; no bias, no

@@ -58,7 +58,7 @@ static double cp_im2col_cost(const cp_plan *pl) {
  * pad_top][col + j - pad_left] for position n at (row, col); positions past
  * the item and inputs in the conv padding are zero.
  */
-static void cp_im2col_pack_item(const cp_run *r, cp_item *it, float *strip) {
+static const float *cp_im2col_pack_item(const cp_run *r, cp_item *it, float *strip) {
   const cp_plan *pl = r->pl;
   const cp_im2col_plan *ip = CP_ALGO_STATE(const cp_im2col_plan, pl->state);
   const cp_sr_setup *s = cp_sr_setup_of(pl->setup);
@@ -122,6 +122,7 @@ static void cp_im2col_pack_item(const cp_run *r, cp_item *it, float *strip) {
           }
         }
   }
+  return strip;
 }
 
 static void cp_im2col_compute_block(const cp_run *r, const cp_item *it, const float *panel,

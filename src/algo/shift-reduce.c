@@ -111,13 +111,14 @@ static double cp_sr_plan_cost(const cp_plan *pl) {
   return cp_sr_cost(pl, sp->tiles, sp->panel.floats);
 }
 
-static void cp_sr_pack_item(const cp_run *r, cp_item *it, float *panel) {
+static const float *cp_sr_pack_item(const cp_run *r, cp_item *it, float *panel) {
   const cp_plan *pl = r->pl;
   const cp_sr_plan *sp = CP_ALGO_STATE(const cp_sr_plan, pl->state);
   const size_t k = (size_t)pl->k;
   const cp_panel_src src = cp_panel_src_of(r, it->b);
   cp_pack_panel(&src, it->y0 - pl->pad[CP_TOP], (size_t)it->ny + k - 1, it->x0 - pl->pad[CP_LEFT],
                 (size_t)it->nx + k - 1, &sp->panel, panel);
+  return panel;
 }
 
 static void cp_sr_compute_block(const cp_run *r, const cp_item *it, const float *panel, int64_t cb,

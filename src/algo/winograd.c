@@ -329,7 +329,9 @@ static unsigned cp_wino_flag_border(const cp_plan *pl, const cp_wino_tiles *t,
   return any;
 }
 
-static void cp_wino_pack_item(const cp_run *r, cp_item *it, float *panel) {
+/* Pack and transform the input of item `it` into panel; returns its flags
+   (1: a tile goes to the direct path). */
+static unsigned cp_wino_pack_into(const cp_run *r, const cp_item *it, float *panel) {
   const cp_plan *pl = r->pl;
   const cp_wino_plan *wp = cp_wino_plan_of(pl);
   const cp_wino_tiles t = cp_wino_tiles_of_item(pl, it);
@@ -342,7 +344,57 @@ static void cp_wino_pack_item(const cp_run *r, cp_item *it, float *panel) {
   const size_t bad = wp->tf->input(
       panel, wp->panel.cs, wp->panel.ld, (size_t)pl->c_in, t.tiles, t.tw_pad, nr,
       cp_wino_v(pl, panel), cp_wino_v_stride((size_t)pl->c_in, nr), cp_wino_flags(pl, panel));
-  it->flags = (bad != 0) | cp_wino_flag_border(pl, &t, cp_wino_flags(pl, panel));
+  return (bad != 0) | cp_wino_flag_border(pl, &t, cp_wino_flags(pl, panel));
+}
+
+/*
+ * The two-phase schedule: when channel groups split an image region, the
+ * region's input is packed and transformed once, before the items, into the
+ * run's shared workspace, and every channel group's item reads it there.
+ * Shared = [one flag word per region, to a cache line][regions x panel].
+ */
+static size_t cp_wino_region_bytes(const cp_plan *pl) {
+  return cp_round_up(pl->panel_bytes, CP_CACHE_LINE);
+}
+
+static size_t cp_wino_flag_words(const cp_plan *pl) {
+  return cp_round_up((size_t)pl->prepare_items * sizeof(unsigned), CP_CACHE_LINE);
+}
+
+static float *cp_wino_region(const cp_run *r, int64_t region) {
+  return (float *)(r->shared + cp_wino_flag_words(r->pl) +
+                   (size_t)region * cp_wino_region_bytes(r->pl));
+}
+
+static int cp_wino_schedule(cp_plan *pl) {
+  const int64_t regions = pl->items / pl->co_groups;
+  size_t bytes;
+  pl->prepare_items = 0, pl->shared_bytes = 0;
+  if (pl->co_groups == 1) return 1;
+  if (!cp_mul((size_t)regions, cp_wino_region_bytes(pl), &bytes) ||
+      !cp_add(bytes, cp_round_up((size_t)regions * sizeof(unsigned), CP_CACHE_LINE), &bytes))
+    return 0;
+  if (bytes > cp_cpu_get()->l3 / pl->cfg->shared_l3_div) return 1; /* each item packs its own */
+  pl->prepare_items = regions, pl->shared_bytes = bytes;
+  return 1;
+}
+
+/* Region `index` (the items of channel group 0 come in region order). */
+static void cp_wino_prepare(const cp_run *r, int64_t index) {
+  const cp_item it = cp_item_of(r->pl, index * r->pl->co_groups);
+  ((unsigned *)r->shared)[index] = cp_wino_pack_into(r, &it, cp_wino_region(r, index));
+}
+
+static const float *cp_wino_pack_item(const cp_run *r, cp_item *it, float *panel) {
+  const cp_plan *pl = r->pl;
+  if (pl->prepare_items > 0) { /* prepared: the item's region */
+    const int64_t region =
+        (it->b * pl->row_groups + it->q0 / pl->group) * pl->col_blocks + it->c0 / pl->col_block;
+    it->flags = ((const unsigned *)r->shared)[region];
+    return cp_wino_region(r, region);
+  }
+  it->flags = cp_wino_pack_into(r, it, panel);
+  return panel;
 }
 
 /* Shift-reduce over the tiles flagged non-finite, into the tile buffer. */
@@ -440,6 +492,8 @@ const cp_algorithm cp_algorithm_winograd = {
     .fits = cp_wino_fits,
     .cost = cp_wino_cost,
     .worth_splitting_to = cp_wino_worth_splitting_to,
+    .schedule = cp_wino_schedule,
+    .prepare = cp_wino_prepare,
     .pack_item = cp_wino_pack_item,
     .compute_block = cp_wino_compute_block,
     .describe = cp_wino_describe,
