@@ -57,8 +57,7 @@ void cp_epilogue_row_portable(const cp_epilogue_params *p, const cp_pool_row *ro
 
 void cp_epilogue_select(cp_epilogue *e, cp_isa isa) {
   const cp_epilogue_params *p = &e->params;
-  const int plain =
-      !p->bias_first && p->min == -INFINITY && p->max == INFINITY && p->stride == p->pool;
+  const int plain = !p->bias_first && p->stride == p->pool;
   e->row = cp_epilogue_row_portable;
   e->name = "portable";
   if (plain && isa >= CP_ISA_AVX512 && p->pool == 1) {

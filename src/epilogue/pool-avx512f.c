@@ -1,6 +1,8 @@
-/* AVX-512F epilogue rows for pool 1 and pool 2, stride = pool, no clamp, bias
-   after the max (see epilogue.h; cp_epilogue_select picks them only then). */
+/* AVX-512F epilogue rows for pool 1 and pool 2, stride = pool, bias after the
+   max, the activation clamp (see epilogue.h; cp_epilogue_select picks them
+   only then). */
 #include <immintrin.h>
+#include <math.h>
 #include <stdint.h>
 
 #include "epilogue.h"
@@ -23,6 +25,13 @@ static inline __m256i cp_to_bf16(__m512 v) {
   return _mm512_cvtepi32_epi16(r);
 }
 
+/* The portable row's clamp, lane for lane: v < min gives min, then v > max
+   gives max; a NaN compares false and stays, -0 stays -0 with min +0. */
+static inline __m512 cp_clamp(__m512 v, __m512 lo, __m512 hi) {
+  v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ), lo);
+  return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), hi);
+}
+
 static inline void cp_store16(void *dst, size_t t, __m512 v, __mmask16 mask, cp_store_kind store) {
   if (store == CP_STORE_F16)
     _mm256_mask_storeu_epi16((uint16_t *)dst + t, mask,
@@ -39,10 +48,13 @@ void cp_epilogue_row_pool1_avx512f(const cp_epilogue_params *p, const cp_pool_ro
   const float *src = row->src;
   const size_t n = row->n;
   const __m512 b = _mm512_set1_ps(bias != NULL ? *bias : 0.0f);
+  const __m512 lo = _mm512_set1_ps(p->min), hi = _mm512_set1_ps(p->max);
+  const int clamp = p->min > -INFINITY || p->max < INFINITY;
   for (size_t t = 0; t < n; t += 16) {
     const __mmask16 mask = n - t >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - t)) - 1u);
     __m512 v = _mm512_maskz_loadu_ps(mask, src + t);
     if (bias != NULL) v = _mm512_add_ps(v, b);
+    if (clamp) v = cp_clamp(v, lo, hi);
     cp_store16(dst, t, v, mask, store);
   }
 }
@@ -53,6 +65,8 @@ void cp_epilogue_row_pool2_avx512f(const cp_epilogue_params *p, const cp_pool_ro
   const float *src = row->src;
   const size_t n = row->n, ld = row->ld;
   const __m512 b = _mm512_set1_ps(bias != NULL ? *bias : 0.0f);
+  const __m512 act_lo = _mm512_set1_ps(p->min), act_hi = _mm512_set1_ps(p->max);
+  const int clamp = p->min > -INFINITY || p->max < INFINITY;
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   for (size_t t = 0; t < n; t += 16) {
@@ -68,6 +82,7 @@ void cp_epilogue_row_pool2_avx512f(const cp_epilogue_params *p, const cp_pool_ro
     __m512 v =
         cp_max_nan(_mm512_permutex2var_ps(lo, even, hi), _mm512_permutex2var_ps(lo, odd, hi));
     if (bias != NULL) v = _mm512_add_ps(v, b);
+    if (clamp) v = cp_clamp(v, act_lo, act_hi);
     const __mmask16 mask = n - t >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - t)) - 1u);
     cp_store16(dst, t, v, mask, store);
   }
