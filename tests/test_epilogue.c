@@ -55,9 +55,9 @@ static void check_row(const cp_epilogue *vec, size_t pool, size_t n, tu_rng *rng
   rows_checked++;
   if (memcmp(want, got, sizeof want) != 0) {
     failures++;
-    fprintf(stderr, "FAIL: %s pool %zu n %zu store %d clamp [%g, %g] bias %s differs\n",
-            vec->name, pool, n, (int)vec->params.store, (double)vec->params.min,
-            (double)vec->params.max, bias ? "yes" : "no");
+    fprintf(stderr, "FAIL: %s pool %zu n %zu store %d clamp [%g, %g] bias %s differs\n", vec->name,
+            pool, n, (int)vec->params.store, (double)vec->params.min, (double)vec->params.max,
+            bias ? "yes" : "no");
   }
 }
 
@@ -94,7 +94,7 @@ int main(void) {
         for (size_t n = 1; n <= 50; n++)
           for (int trial = 0; trial < 20; trial++) check_row(&e, pool, n, &rng);
       }
-  printf("%d vector row setups, %d rows checked against the portable row, %d failed\n",
-         vector_rows, rows_checked, failures);
+  printf("%d vector row setups, %d rows checked against the portable row, %d failed\n", vector_rows,
+         rows_checked, failures);
   return failures != 0;
 }
