@@ -37,11 +37,12 @@ bool parse_dtype(const std::string &name, convpool_dtype *out) {
 }
 
 std::string case_label(const Case &c) {
-  char text[160];
-  std::snprintf(text, sizeof text, "%s B=%lld %lld->%lld %lldx%lld K=%lld P=%lld",
+  char text[192];
+  std::snprintf(text, sizeof text, "%s B=%lld %lld->%lld %lldx%lld K=%lld P=%lld%s%s",
                 dtype_short(c.dtype), (long long)c.s.batch, (long long)c.s.c_in,
                 (long long)c.s.c_out, (long long)c.s.height, (long long)c.s.width, (long long)c.s.k,
-                (long long)c.s.pool);
+                (long long)c.s.pool, c.s.pad ? (" pad=" + std::to_string(c.s.pad)).c_str() : "",
+                c.s.relu ? " relu" : "");
   return text;
 }
 
@@ -50,6 +51,7 @@ std::string case_problem(const LayerShape &s) {
   if (s.batch < 1 || s.c_in < 1 || s.c_out < 1 || s.height < 1 || s.width < 1 || s.k < 1 ||
       s.pool < 1)
     return "every size must be >= 1";
+  if (s.pad < 0 || s.pad > 64) return "pad must be in 0..64";
   if (s.conv_h() < 1 || s.conv_w() < 1) return "the filter is larger than the image";
   if (s.out_h() < 1 || s.out_w() < 1) return "the pool window is larger than the conv output";
   return "";
@@ -129,12 +131,25 @@ bool read_cases(const std::string &path, std::vector<Case> *cases) {
                    number, dtype_name.c_str());
       return false;
     }
-    if (!(fields >> v[0] >> v[1] >> v[2] >> v[3] >> v[4] >> v[5] >> v[6]) || (fields >> extra)) {
-      std::fprintf(stderr, "%s:%d: expected 'dtype batch cin cout h w k pool'\n", path.c_str(),
-                   number);
+    if (!(fields >> v[0] >> v[1] >> v[2] >> v[3] >> v[4] >> v[5] >> v[6])) {
+      std::fprintf(stderr, "%s:%d: expected 'dtype batch cin cout h w k pool [pad=N] [relu]'\n",
+                   path.c_str(), number);
       return false;
     }
     c.s = LayerShape{v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
+    while (fields >> extra) {
+      char *end = nullptr;
+      if (extra == "relu") {
+        c.s.relu = true;
+      } else if (extra.rfind("pad=", 0) == 0 &&
+                 (c.s.pad = std::strtoll(extra.c_str() + 4, &end, 10), end != extra.c_str() + 4) &&
+                 *end == '\0') {
+      } else {
+        std::fprintf(stderr, "%s:%d: unknown option '%s' (pad=N, relu)\n", path.c_str(), number,
+                     extra.c_str());
+        return false;
+      }
+    }
     const std::string problem = case_problem(c.s);
     if (!problem.empty()) {
       std::fprintf(stderr, "%s:%d: %s\n", path.c_str(), number, problem.c_str());
@@ -153,17 +168,21 @@ std::vector<std::string> case_args(const Case &c) {
   const LayerShape &s = c.s;
   return {convpool_dtype_name(c.dtype), std::to_string(s.batch),  std::to_string(s.c_in),
           std::to_string(s.c_out),      std::to_string(s.height), std::to_string(s.width),
-          std::to_string(s.k),          std::to_string(s.pool)};
+          std::to_string(s.k),          std::to_string(s.pool),   std::to_string(s.pad),
+          s.relu ? "relu" : "none"};
 }
 
 bool parse_case_args(char **argv, Case *c) {
-  long long v[7];
-  for (int i = 0; i < 7; ++i) {
+  long long v[8];
+  for (int i = 0; i < 8; ++i) {
     char *end = nullptr;
     v[i] = std::strtoll(argv[1 + i], &end, 10);
     if (end == argv[1 + i] || *end) return false;
   }
   c->s = LayerShape{v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
+  c->s.pad = v[7];
+  if (std::strcmp(argv[9], "relu") != 0 && std::strcmp(argv[9], "none") != 0) return false;
+  c->s.relu = std::strcmp(argv[9], "relu") == 0;
   return parse_dtype(argv[0], &c->dtype) && case_problem(c->s).empty();
 }
 

@@ -13,12 +13,15 @@
 
 namespace bench {
 
-// Shapes of one layer (same contract as convpool: stride 1, no padding,
-// pool P x P stride P floor sizing, P = 1 means no pooling).
+// Shapes of one layer (same contract as convpool: stride 1, conv zero padding
+// `pad` on every side, an optional ReLU, pool P x P stride P floor sizing,
+// P = 1 means no pooling).
 struct LayerShape {
   int64_t batch, c_in, c_out, height, width, k, pool;
-  int64_t conv_h() const { return height - k + 1; }
-  int64_t conv_w() const { return width - k + 1; }
+  int64_t pad = 0;
+  bool relu = false;
+  int64_t conv_h() const { return height + 2 * pad - k + 1; }
+  int64_t conv_w() const { return width + 2 * pad - k + 1; }
   int64_t out_h() const { return conv_h() / pool; }
   int64_t out_w() const { return conv_w() / pool; }
 };
@@ -33,7 +36,7 @@ const char *dtype_short(convpool_dtype d);
 // float32/fp32/f32, float16/fp16/f16/half, bfloat16/bf16.
 bool parse_dtype(const std::string &name, convpool_dtype *out);
 
-// "fp32 B=1 256->256 224x224 K=3 P=2".
+// "fp32 B=1 256->256 224x224 K=3 P=2" (then " pad=1 relu" when set).
 std::string case_label(const Case &c);
 // Why a shape is not a valid case, or "" if it is.
 std::string case_problem(const LayerShape &s);
@@ -51,12 +54,14 @@ Case make_case(convpool_dtype d, int64_t b, int64_t ci, int64_t co, int64_t h, i
 // The headline case for the thread-scaling line.
 Case headline_case(bool quick);
 std::vector<Case> default_cases(bool quick);
-// Read "dtype batch cin cout h w k pool" lines; '#' starts a comment.
+// Read "dtype batch cin cout h w k pool [pad=N] [relu]" lines; '#' starts a
+// comment.
 bool read_cases(const std::string &path, std::vector<Case> *cases);
 
-// A case as the 8 command-line arguments of a child process (dtype batch cin
-// cout h w k pool), and back from argv[0..7]; false if they do not parse.
-constexpr int kCaseArgCount = 8;
+// A case as the 10 command-line arguments of a child process (dtype batch cin
+// cout h w k pool pad relu), and back from argv[0..9]; false if they do not
+// parse.
+constexpr int kCaseArgCount = 10;
 std::vector<std::string> case_args(const Case &c);
 bool parse_case_args(char **argv, Case *c);
 

@@ -22,6 +22,7 @@
 // own process), torch_runner, measure, run_case, report.
 #include <algorithm>
 #include <cstdio>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -125,10 +126,19 @@ int main(int argc, char **argv) {
   {
     std::ofstream f(o.out);
     f << md;
-    if (!f) std::fprintf(stderr, "convpool-bench: cannot write %s\n", o.out.c_str());
+    f.flush();
+    if (!f) {
+      std::fprintf(stderr, "convpool-bench: cannot write %s: %s\n", o.out.c_str(),
+                   std::strerror(errno));
+      return 2;
+    }
   }
   const std::string csv = with_extension(o.out, ".csv"), png = with_extension(o.out, ".png");
-  write_csv(csv, m, o, results);
+  if (!write_csv(csv, m, o, results)) {
+    std::fprintf(stderr, "convpool-bench: cannot write %s: %s\n", csv.c_str(),
+                 std::strerror(errno));
+    return 2;
+  }
   std::printf("\nwrote %s and %s\n", o.out.c_str(), csv.c_str());
 
   if (o.plot) run_plot(o, csv, png);

@@ -86,8 +86,15 @@ bool OnednnLayer::init(convpool_dtype dtype, const LayerShape &s, OnednnAlgorith
         dnnl::prop_kind::forward_inference,
         algorithm == OnednnAlgorithm::winograd ? dnnl::algorithm::convolution_winograd
                                                : dnnl::algorithm::convolution_direct,
-        src_md, w_any, bias_md, dst_md, {1, 1}, {0, 0}, {0, 0});
-    const dnnl::convolution_forward::primitive_desc conv_pd(conv_desc, st->engine);
+        src_md, w_any, bias_md, dst_md, {1, 1}, {s.pad, s.pad}, {s.pad, s.pad});
+    // The same fused work: the ReLU as the convolution's post-op.
+    dnnl::primitive_attr attr;
+    if (s.relu) {
+      dnnl::post_ops ops;
+      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      attr.set_post_ops(ops);
+    }
+    const dnnl::convolution_forward::primitive_desc conv_pd(conv_desc, attr, st->engine);
     st->conv = dnnl::convolution_forward(conv_pd);
     st->conv_impl = conv_pd.impl_info_str();
 

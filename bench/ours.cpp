@@ -54,10 +54,14 @@ bool Ours::init(convpool_dtype dtype, const LayerShape &s, int threads, const Ca
   convpool_options_init(&opt);
   opt.threads = threads;
   opt.algo = algo;
-  convpool_status st = convpool_op_create(dtype, d.weights.data(), d.bias.data(), s.c_out, s.c_in,
-                                          s.k, s.pool, &opt, &op_);
+  convpool_layer layer;
+  convpool_layer_init(&layer, dtype, s.c_out, s.c_in, s.k, s.pool);
+  for (int side = 0; side < 4; ++side) layer.padding[side] = s.pad;
+  if (s.relu) layer.activation = CONVPOOL_ACTIVATION_RELU;
+  convpool_status st =
+      convpool_op_create_layer(&layer, d.weights.data(), d.bias.data(), &opt, &op_);
   if (st != CONVPOOL_SUCCESS) {
-    *why = convpool_failure("convpool_op_create", st);
+    *why = convpool_failure("convpool_op_create_layer", st);
     return false;
   }
   int64_t shape[4];

@@ -45,7 +45,8 @@ std::string progress_line(const Options &o, const CaseResult &r);
 
 std::string make_markdown(const Machine &m, const Options &o, const std::vector<CaseResult> &rs,
                           const Scaling &sc);
-void write_csv(const std::string &path, const Machine &m, const Options &o,
+// false if the file cannot be written.
+bool write_csv(const std::string &path, const Machine &m, const Options &o,
                const std::vector<CaseResult> &rs);
 // Draw the chart of the CSV into png with bench/plot.py (skipped with a
 // message if python or the script is missing).

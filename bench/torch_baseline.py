@@ -39,6 +39,8 @@ def main() -> int:
     parser.add_argument("--width", type=int, default=224)
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--pool", type=int, default=2)
+    parser.add_argument("--pad", type=int, default=0)
+    parser.add_argument("--relu", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--iters", type=int, default=5)
@@ -59,7 +61,9 @@ def main() -> int:
     shape_w = (args.cout, args.cin, args.k, args.k)
 
     def layer(x, w, b):
-        y = F.conv2d(x, w, b)
+        y = F.conv2d(x, w, b, padding=args.pad)
+        if args.relu:
+            y = F.relu(y)
         return F.max_pool2d(y, args.pool, args.pool) if args.pool > 1 else y
 
     # Probe the dtype on a tiny problem first: a missing CPU kernel fails fast

@@ -30,6 +30,7 @@ TimedResult run_torch(const Options &o, const Case &c, int threads, int iters,
       "--cout",   std::to_string(s.c_out),  "--height",  std::to_string(s.height),
       "--width",  std::to_string(s.width),  "--k",       std::to_string(s.k),
       "--pool",   std::to_string(s.pool),   "--threads", std::to_string(threads),
+      "--pad",    std::to_string(s.pad),    "--relu",    s.relu ? "1" : "0",
       "--warmup", std::to_string(o.warmup), "--iters",   std::to_string(iters)};
   std::string out;
   const int rc = bench::run_capture(argv, &out);
