@@ -55,6 +55,22 @@ typedef enum convpool_status {
 #undef CONVPOOL_STATUS_ENUM
 } convpool_status;
 
+/**
+ * Limits. Every size the API takes is checked against them before the
+ * library computes with it, so no sum or product of sizes overflows; a value
+ * past a limit is refused with CONVPOOL_INVALID_ARGUMENT and a message that
+ * names it.
+ *
+ * - conv padding (convpool_layer.padding): each side 0..CONVPOOL_MAX_PADDING;
+ * - pool window and pool stride: 1..CONVPOOL_MAX_POOL; pool padding 0..pool / 2;
+ * - tensors: the byte counts of src [batch, c_in, height, width], of the
+ *   weights [c_out, c_in, k, k] and of dst [batch, c_out, PH, PW] must each be
+ *   at most PTRDIFF_MAX (this bounds batch, c_in, c_out, k * k, height and width);
+ * - threads (convpool_options): 0..1024.
+ */
+#define CONVPOOL_MAX_PADDING ((int64_t)1 << 24) /**< 16777216 */
+#define CONVPOOL_MAX_POOL ((int64_t)1 << 40)    /**< 1099511627776 */
+
 /** Element type of src, weights, bias and dst. */
 typedef enum convpool_dtype {
   CONVPOOL_FLOAT32 = 0, /**< IEEE binary32 */
@@ -134,14 +150,16 @@ typedef struct convpool_layer {
   size_t size;            /**< sizeof(convpool_layer); set by convpool_layer_init */
   convpool_dtype dtype;   /**< element type of weights, bias, src and dst */
   int64_t c_out, c_in, k; /**< filter [c_out, c_in, k, k] */
-  int64_t padding[4];     /**< conv zero padding: top, left, bottom, right (>= 0) */
+  int64_t padding[4];     /**< conv zero padding: top, left, bottom, right, each
+                               0..CONVPOOL_MAX_PADDING */
   int64_t stride;         /**< conv stride: only 1 */
   int64_t dilation;       /**< conv dilation: only 1 */
   int64_t groups;         /**< conv groups: only 1 */
   convpool_activation activation;
   float clamp_min, clamp_max; /**< bounds of CONVPOOL_ACTIVATION_CLAMP (min <= max, not NaN) */
-  int64_t pool;               /**< max pooling window P x P (1 with stride 1: no pooling) */
-  int64_t pool_stride;        /**< window stride S; 0 = pool */
+  int64_t pool;               /**< max pooling window P x P, 1..CONVPOOL_MAX_POOL (1 with
+                                   stride 1: no pooling) */
+  int64_t pool_stride;        /**< window stride S, 1..CONVPOOL_MAX_POOL; 0 = pool */
   int64_t pool_padding[4];    /**< -inf padding: top, left, bottom, right, each <= pool / 2 */
   int ceil_mode;              /**< 1: ceil sizing (torch's rule), 0: floor */
 } convpool_layer;
@@ -203,7 +221,7 @@ CONVPOOL_API convpool_status convpool_get_info(convpool_info *info);
  * @param weights   [c_out, c_in, k, k]; not referenced after the call
  * @param bias      [c_out] or NULL for no bias; not referenced after the call
  * @param c_out, c_in, k  filter shape (all >= 1)
- * @param pool      max pooling window and stride (>= 1; 1 = no pooling)
+ * @param pool      max pooling window and stride (1..CONVPOOL_MAX_POOL; 1 = no pooling)
  * @param options   NULL for the defaults
  * @param op_out    receives the operator
  * @returns CONVPOOL_SUCCESS, or a failure with *op_out set to NULL

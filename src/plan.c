@@ -32,7 +32,7 @@ static double cp_cost(const cp_plan *pl) {
                  (double)((pl->co_blocks - 1) * pl->uk->mr + pl->uk_tail->mr);
   double copy = pl->cfg->copy_cost * (double)pl->panel_floats;
   return (lanes + copy) /
-         ((double)pl->group * (double)pl->col_block * (double)(pl->stride * pl->stride));
+         ((double)pl->group * (double)pl->col_block * (double)pl->stride * (double)pl->stride);
 }
 
 /* The largest conv extent of `n` pooled outputs along a side of `conv`. */
@@ -139,6 +139,8 @@ static int cp_tensor_bytes(int64_t d0, int64_t d1, int64_t d2, int64_t d3, size_
          cp_mul(n, (size_t)d3, &n) && cp_mul(n, elem, bytes) && *bytes <= (size_t)PTRDIFF_MAX;
 }
 
+/* conv < 2^62 (src bytes), pool and stride <= 2^40, pads <= pool (convpool.h):
+   no term overflows. */
 int64_t cp_pooled_size(int64_t conv, int64_t pool, int64_t stride, int64_t pad_lo, int64_t pad_hi,
                        int ceil_mode) {
   const int64_t span = conv + pad_lo + pad_hi - pool;
@@ -180,7 +182,12 @@ static convpool_status cp_plan_run(const cp_layer *layer, const cp_algorithm *al
   memcpy(pl->pad, layer->pad, sizeof pl->pad);
   memcpy(pl->pool_pad, layer->pool_pad, sizeof pl->pool_pad);
   pl->act_min = layer->act_min, pl->act_max = layer->act_max, pl->ceil_mode = layer->ceil_mode;
-  /* the pads are at most CP_MAX_PAD, so these sums do not overflow */
+  pl->elem_size = convpool_dtype_size(layer->dtype);
+  if (!cp_tensor_bytes(batch, layer->c_in, height, width, pl->elem_size, &pl->src_bytes))
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
+                   "src [%lld, %lld, %lld, %lld] has a byte count that overflows", (long long)batch,
+                   (long long)layer->c_in, (long long)height, (long long)width);
+  /* height, width < 2^62 (src bytes) and pads <= 2^24: these sums do not overflow */
   const int64_t padded_h = height + layer->pad[CP_TOP] + layer->pad[CP_BOTTOM];
   const int64_t padded_w = width + layer->pad[CP_LEFT] + layer->pad[CP_RIGHT];
   if (padded_h < layer->k || padded_w < layer->k) {
@@ -205,11 +212,6 @@ static convpool_status cp_plan_run(const cp_layer *layer, const cp_algorithm *al
         layer->pool_pad[0] || layer->pool_pad[1] || layer->pool_pad[2] || layer->pool_pad[3]
             ? " with its pool padding"
             : "");
-  pl->elem_size = convpool_dtype_size(layer->dtype);
-  if (!cp_tensor_bytes(batch, layer->c_in, height, width, pl->elem_size, &pl->src_bytes))
-    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
-                   "src [%lld, %lld, %lld, %lld] has a byte count that overflows", (long long)batch,
-                   (long long)layer->c_in, (long long)height, (long long)width);
   if (!cp_tensor_bytes(batch, layer->c_out, pl->ph, pl->pw, pl->elem_size, &pl->dst_bytes))
     return cp_fail(CONVPOOL_INVALID_ARGUMENT,
                    "dst [%lld, %lld, %lld, %lld] has a byte count that overflows", (long long)batch,
