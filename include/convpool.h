@@ -8,8 +8,9 @@
  * stride S (default P), -inf padding and floor or ceil sizing (convpool_layer).
  * dst Y [B, C_out, PH, PW] has the dtype of X. The result equals
  * max_pool2d(act(conv2d(X, W, bias, padding)), P, S, pool_padding, ceil_mode)
- * of torch (ONNX Conv -> Relu/Clip -> MaxPool for asymmetric pads). The
- * convolution output is never written to memory.
+ * of torch for symmetric pool pads up to P/2, and ONNX Conv -> Relu/Clip ->
+ * MaxPool for asymmetric pads and pool pads up to P - 1. The convolution
+ * output is never written to memory.
  *
  * Every function returns a convpool_status. On failure, convpool_last_error()
  * gives a message (per thread) that names the offending value, and dst is left
@@ -62,7 +63,7 @@ typedef enum convpool_status {
  * names it.
  *
  * - conv padding (convpool_layer.padding): each side 0..CONVPOOL_MAX_PADDING;
- * - pool window and pool stride: 1..CONVPOOL_MAX_POOL; pool padding 0..pool / 2;
+ * - pool window and pool stride: 1..CONVPOOL_MAX_POOL; pool padding 0..pool - 1;
  * - tensors: the byte counts of src [batch, c_in, height, width], of the
  *   weights [c_out, c_in, k, k] and of dst [batch, c_out, PH, PW] must each be
  *   at most PTRDIFF_MAX (this bounds batch, c_in, c_out, k * k, height and width);
@@ -141,10 +142,14 @@ typedef enum convpool_activation {
  * carries its size, so fields can be added at the end.
  *
  * Conv output: OH = H + padding[0] + padding[2] - k + 1 (>= 1), OW likewise
- * with padding[1] and padding[3]. Pooled output: PH = (OH + pool_padding[0] +
- * pool_padding[2] - pool) / S + 1, rounded down, or up with ceil_mode (then a
- * last window that would start in the bottom/right padding is dropped, as
- * torch does); PW likewise.
+ * with padding[1] and padding[3]. Pooled output, torch's pooling_output_shape:
+ * PH = floor((OH + pool_padding[0] + pool_padding[2] - pool) / S) + 1, or with
+ * ceil_mode the same rounded up, less one when that last window would start
+ * in the bottom padding; PW likewise. PH and PW must be >= 1: floor sizing
+ * refuses a window larger than the padded conv output, ceil sizing keeps one
+ * partial window when the window is larger by less than S (as torch does).
+ * Windows are clipped to the conv output; with pool padding below the window
+ * (ONNX's bound) every window holds at least one conv output.
  */
 typedef struct convpool_layer {
   size_t size;            /**< sizeof(convpool_layer); set by convpool_layer_init */
@@ -160,7 +165,8 @@ typedef struct convpool_layer {
   int64_t pool;               /**< max pooling window P x P, 1..CONVPOOL_MAX_POOL (1 with
                                    stride 1: no pooling) */
   int64_t pool_stride;        /**< window stride S, 1..CONVPOOL_MAX_POOL; 0 = pool */
-  int64_t pool_padding[4];    /**< -inf padding: top, left, bottom, right, each <= pool / 2 */
+  int64_t pool_padding[4];    /**< -inf padding: top, left, bottom, right, each 0..pool - 1
+                                   (ONNX's MaxPool; torch's max_pool2d takes pool / 2) */
   int ceil_mode;              /**< 1: ceil sizing (torch's rule), 0: floor */
 } convpool_layer;
 

@@ -71,10 +71,12 @@ convpool_status cp_layer_from_public(const convpool_layer *in, int has_bias, cp_
     if (in->padding[s] < 0 || in->padding[s] > CONVPOOL_MAX_PADDING)
       return cp_fail(CONVPOOL_INVALID_ARGUMENT, "padding %s = %lld must be in 0..%lld", cp_sides[s],
                      (long long)in->padding[s], (long long)CONVPOOL_MAX_PADDING);
-    if (in->pool_padding[s] < 0 || in->pool_padding[s] > in->pool / 2)
+    /* ONNX's bound: every window keeps at least one conv output */
+    if (in->pool_padding[s] < 0 || in->pool_padding[s] >= in->pool)
       return cp_fail(CONVPOOL_INVALID_ARGUMENT,
-                     "pool_padding %s = %lld must be in 0..%lld (at most half the pool window)",
-                     cp_sides[s], (long long)in->pool_padding[s], (long long)(in->pool / 2));
+                     "pool_padding %s = %lld must be in 0..%lld (less than the pool window %lld)",
+                     cp_sides[s], (long long)in->pool_padding[s], (long long)(in->pool - 1),
+                     (long long)in->pool);
     out->pad[s] = in->padding[s];
     out->pool_pad[s] = in->pool_padding[s];
   }

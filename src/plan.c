@@ -139,14 +139,20 @@ static int cp_tensor_bytes(int64_t d0, int64_t d1, int64_t d2, int64_t d3, size_
          cp_mul(n, (size_t)d3, &n) && cp_mul(n, elem, bytes) && *bytes <= (size_t)PTRDIFF_MAX;
 }
 
-/* conv < 2^62 (src bytes), pool and stride <= 2^40, pads <= pool (convpool.h):
-   no term overflows. */
+/*
+ * torch's pooling_output_shape: n = div_rtn(conv + pad_lo + pad_hi - pool
+ * (+ stride - 1 with ceil), stride) + 1, then with ceil a last window that
+ * would start in the bottom/right padding is dropped. So ceil sizing keeps one
+ * partial window where the window is larger than the padded side, floor
+ * sizing none. With pads below the window every window kept holds a conv
+ * output. conv < 2^62 (src bytes) and pool, stride <= 2^40 (convpool.h): no
+ * term overflows.
+ */
 int64_t cp_pooled_size(int64_t conv, int64_t pool, int64_t stride, int64_t pad_lo, int64_t pad_hi,
                        int ceil_mode) {
-  const int64_t span = conv + pad_lo + pad_hi - pool;
-  if (span < 0) return 0;
-  int64_t n = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
-  /* torch: the last window must start inside the conv output or its top/left padding */
+  const int64_t span = conv + pad_lo + pad_hi - pool + (ceil_mode ? stride - 1 : 0);
+  if (span < 0) return 0; /* div_rtn < 0: not even one window */
+  int64_t n = span / stride + 1;
   if (ceil_mode && (n - 1) * stride >= conv + pad_lo) n--;
   return n;
 }

@@ -67,9 +67,11 @@ static void usage(FILE *f) {
           "                            none; relu6 = clamp:0,6; MIN <= MAX, finite floats)\n"
           "  --pool P                  max pool window P x P (default 2; 1 = none)\n"
           "  --pool-stride S           pool window stride (>= 1; default P)\n"
-          "  --pool-padding N | T,L,B,R  -inf pool padding, each <= P/2 (default 0)\n"
-          "  --ceil-mode               ceil sizing of the pooled output (torch's rule;\n"
-          "                            default floor)\n"
+          "  --pool-padding N | T,L,B,R  -inf pool padding, each at most P - 1 (ONNX's\n"
+          "                            MaxPool; torch takes P/2; default 0)\n"
+          "  --ceil-mode               ceil sizing of the pooled output (torch's rule: a\n"
+          "                            partial last window, none starting in the bottom or\n"
+          "                            right padding; default floor)\n"
           "  --bias | --no-bias        add a bias after the max (default on)\n"
           "  --threads N               threads; 0 = the usable CPUs (affinity and cgroup\n"
           "                            CPU quota), the default\n"
@@ -286,7 +288,7 @@ static void parse_args(int argc, char **argv, cli *c) {
     } else if (TAKE("--pool-stride")) {
       c->pool_stride = parse_int(a, v, 1, big);
     } else if (TAKE("--pool-padding")) {
-      parse_sides(a, v, 0, big, c->pool_padding); /* <= pool / 2: the library checks */
+      parse_sides(a, v, 0, big, c->pool_padding); /* < pool: the library checks */
     } else if (strcmp(a, "--ceil-mode") == 0) {
       c->ceil_mode = 1;
     } else if (strcmp(a, "--bias") == 0) {
@@ -488,7 +490,7 @@ static void load_meta(cli *c) {
     if (vals[i] < 1)
       die(EXIT_USAGE, "meta.json: %s = %lld must be >= 1", names[i], (long long)vals[i]);
   /* The layer keys (absent: the defaults, as meta.h says). Limits as for the flags; the
-     library checks the rest (pool_padding <= pool / 2, clamp min <= max). */
+     library checks the rest (pool_padding < pool, clamp min <= max). */
   for (int s = 0; s < 4; s++) {
     if (m.padding[s] > PAD_MAX)
       die(EXIT_USAGE, "meta.json: padding %s = %lld must be in 0..%lld", side_names[s],

@@ -38,13 +38,13 @@
  *  +1 activation: b % 5: none, relu, clamp [-0.5, 6], clamp [3, 1] (invalid), an
  *     invalid activation value
  *  +2 pool stride: b % 6: 0 (= the window), 1, 2, 3, 4, -1 (invalid)
- *  +3 pool padding: side s = (b >> 2s) & 3 (invalid above pool / 2)
+ *  +3 pool padding: side s = (b >> 2s) & 3 (invalid from pool on: at most pool - 1)
  *  +4 ceil_mode: b & 1, or 2 (invalid) for b >= 250
  *  with flag 64, b % 14 (the heights and widths above are drawn first):
  *     0 k = 3037000500 (k * k > INT64_MAX), 1 k = 2^31, 2 c_out = 2^62,
  *     3 pool = CONVPOOL_MAX_POOL, 4 pool = CONVPOOL_MAX_POOL + 1, 5 pool = INT64_MAX,
  *     6 pool stride = CONVPOOL_MAX_POOL, 7 pool stride = INT64_MAX,
- *     8 pool and pool stride = CONVPOOL_MAX_POOL with pool padding CONVPOOL_MAX_POOL / 2,
+ *     8 pool and pool stride = CONVPOOL_MAX_POOL with pool padding CONVPOOL_MAX_POOL - 1,
  *     9 pool = INT64_MAX with pool padding INT64_MAX / 2,
  *    10 height = INT64_MAX - 10 with conv padding CONVPOOL_MAX_PADDING,
  *    11 width = INT64_MAX, 12 batch = INT64_MAX, 13 height = width = 2^31
@@ -246,10 +246,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       case 7:
         layer.pool_stride = INT64_MAX;
         break;
-      case 8: /* valid: one window, the whole conv output */
+      case 8: /* valid: two windows per side, each holding some conv outputs */
         pool = layer.pool_stride = max_pool;
         if (use_layer)
-          for (int s = 0; s < 4; s++) layer.pool_padding[s] = max_pool / 2;
+          for (int s = 0; s < 4; s++) layer.pool_padding[s] = max_pool - 1;
         break;
       case 9:
         pool = INT64_MAX;
@@ -277,7 +277,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   if (use_layer) {
     for (int s = 0; s < 4; s++)
-      if (pool >= 1 && layer.pool_padding[s] > pool / 2)
+      if (pool >= 1 && layer.pool_padding[s] >= pool) /* ONNX's bound: P - 1 */
         layer_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
     if (layer.pool_stride > CONVPOOL_MAX_POOL) layer_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
   }

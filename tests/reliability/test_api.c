@@ -790,7 +790,7 @@ static void test_layer_refusals(void) {
   LAYER("padding top -1", l.padding[0] = -1, BAD, "padding top = -1");
   LAYER("padding right 2^40", l.padding[3] = (int64_t)1 << 40, BAD,
         "padding right = 1099511627776");
-  LAYER("pool_padding left 2 > P/2", l.pool_padding[1] = 2, BAD, "pool_padding left = 2");
+  LAYER("pool_padding left 2 = P", l.pool_padding[1] = 2, BAD, "pool_padding left = 2");
   LAYER("pool_padding bottom -1", l.pool_padding[2] = -1, BAD, "pool_padding bottom = -1");
   LAYER("pool_stride -3", l.pool_stride = -3, BAD, "pool_stride = -3");
   LAYER("activation 7", l.activation = (convpool_activation)7, BAD, "activation = 7");
@@ -970,6 +970,13 @@ static void test_size_limits(void) {
   expect_layer_runs("pool and pool_stride 2^40, pool_padding 2^39", &l, 1, 1);
   l.ceil_mode = 1;
   expect_layer_runs("pool and pool_stride 2^40, pool_padding 2^39, ceil", &l, 1, 1);
+  fixture_layer(&l);
+  l.pool = l.pool_stride = big, l.ceil_mode = 1; /* one partial window: the global max */
+  expect_layer_runs("pool and pool_stride 2^40, ceil", &l, 1, 1);
+  for (int s = 0; s < 4; s++) l.pool_padding[s] = big - 1;
+  expect_layer_runs("pool and pool_stride 2^40, pool_padding 2^40 - 1, ceil", &l, 2, 2);
+  l.ceil_mode = 0;
+  expect_layer_runs("pool and pool_stride 2^40, pool_padding 2^40 - 1", &l, 2, 2);
   fixture_layer(&l);
   l.pool = big;
   REFUSED("layer_run(pool 2^40 > conv 7x7, floor)",

@@ -15,15 +15,19 @@ static double cp_ref_load(convpool_dtype dtype, const void *base, size_t i) {
    overflow, and independently of the library's own arithmetic. */
 __extension__ typedef __int128 cp_ref_wide;
 
-/* Pooled outputs along a side, torch's rule (floor or ceil; with ceil, a last
-   window that would start in the bottom/right padding is dropped). */
+/* Pooled outputs along a side: torch's pooling_output_shape, literally,
+   n = div_rtn(conv + lo + hi - (pool - 1) - 1 (+ stride - 1 with ceil), stride) + 1,
+   less one with ceil when that last window would start at or past conv + lo
+   (in the bottom/right padding). 0 when not even one window fits. */
 static int64_t cp_ref_pooled(cp_ref_wide conv, int64_t pool, int64_t stride, int64_t lo, int64_t hi,
                              int ceil_mode) {
-  const cp_ref_wide span = conv + lo + hi - pool;
-  if (span < 0) return 0;
-  cp_ref_wide n = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
+  const cp_ref_wide num =
+      conv + lo + hi - ((cp_ref_wide)pool - 1) - 1 + (ceil_mode ? (cp_ref_wide)stride - 1 : 0);
+  cp_ref_wide n = num / stride;
+  if (num % stride != 0 && num < 0) n--; /* div_rtn rounds toward -infinity */
+  n++;
   if (ceil_mode && (n - 1) * stride >= conv + lo) n--;
-  return n > INT64_MAX ? INT64_MAX : (int64_t)n;
+  return n < 1 ? 0 : n > INT64_MAX ? INT64_MAX : (int64_t)n;
 }
 
 void cp_reference_shape(const convpool_layer *l, int64_t height, int64_t width, int64_t *ph,
