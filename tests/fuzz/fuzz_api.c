@@ -212,7 +212,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (b >= 3) layer_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
     b = next(&in) % 6;
     layer.pool_stride = b == 5 ? -1 : (int64_t)b;
-    if (b == 5) layer_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
     b = next(&in);
     for (int s = 0; s < 4; s++) layer.pool_padding[s] = (b >> (2 * s)) & 3;
     b = next(&in);
@@ -275,11 +274,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       layer.c_out = c_out, layer.k = k, layer.pool = pool;
     }
   }
-  if (use_layer) {
+  if (use_layer) { /* after the extreme value, which may replace a field */
     for (int s = 0; s < 4; s++)
       if (pool >= 1 && layer.pool_padding[s] >= pool) /* ONNX's bound: P - 1 */
         layer_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
-    if (layer.pool_stride > CONVPOOL_MAX_POOL) layer_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
+    if (layer.pool_stride < 0 || layer.pool_stride > CONVPOOL_MAX_POOL)
+      layer_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
   }
   const uint8_t *values = data + (in.i < size ? in.i : size);
   const size_t n_values = size - (in.i < size ? in.i : size);
