@@ -8,8 +8,9 @@
  * stride S (default P), -inf padding and floor or ceil sizing (convpool_layer).
  * dst Y [B, C_out, PH, PW] has the dtype of X. The result equals
  * max_pool2d(act(conv2d(X, W, bias, padding)), P, S, pool_padding, ceil_mode)
- * of torch (ONNX Conv -> Relu/Clip -> MaxPool for asymmetric pads). The
- * convolution output is never written to memory.
+ * of torch for symmetric pool pads up to P/2, and ONNX Conv -> Relu/Clip ->
+ * MaxPool for asymmetric pads and pool pads up to P - 1. The convolution
+ * output is never written to memory.
  *
  * Every function returns a convpool_status. On failure, convpool_last_error()
  * gives a message (per thread) that names the offending value, and dst is left
@@ -54,6 +55,22 @@ typedef enum convpool_status {
   CONVPOOL_STATUS_LIST(CONVPOOL_STATUS_ENUM)
 #undef CONVPOOL_STATUS_ENUM
 } convpool_status;
+
+/**
+ * Limits. Every size the API takes is checked against them before the
+ * library computes with it, so no sum or product of sizes overflows; a value
+ * past a limit is refused with CONVPOOL_INVALID_ARGUMENT and a message that
+ * names it.
+ *
+ * - conv padding (convpool_layer.padding): each side 0..CONVPOOL_MAX_PADDING;
+ * - pool window and pool stride: 1..CONVPOOL_MAX_POOL; pool padding 0..pool - 1;
+ * - tensors: the byte counts of src [batch, c_in, height, width], of the
+ *   weights [c_out, c_in, k, k] and of dst [batch, c_out, PH, PW] must each be
+ *   at most PTRDIFF_MAX (this bounds batch, c_in, c_out, k * k, height and width);
+ * - threads (convpool_options): 0..1024.
+ */
+#define CONVPOOL_MAX_PADDING ((int64_t)1 << 24) /**< 16777216 */
+#define CONVPOOL_MAX_POOL ((int64_t)1 << 40)    /**< 1099511627776 */
 
 /** Element type of src, weights, bias and dst. */
 typedef enum convpool_dtype {
@@ -127,24 +144,31 @@ typedef enum convpool_activation {
  * carries its size, so fields can be added at the end.
  *
  * Conv output: OH = H + padding[0] + padding[2] - k + 1 (>= 1), OW likewise
- * with padding[1] and padding[3]. Pooled output: PH = (OH + pool_padding[0] +
- * pool_padding[2] - pool) / S + 1, rounded down, or up with ceil_mode (then a
- * last window that would start in the bottom/right padding is dropped, as
- * torch does); PW likewise.
+ * with padding[1] and padding[3]. Pooled output, torch's pooling_output_shape:
+ * PH = floor((OH + pool_padding[0] + pool_padding[2] - pool) / S) + 1, or with
+ * ceil_mode the same rounded up, less one when that last window would start
+ * in the bottom padding; PW likewise. PH and PW must be >= 1: floor sizing
+ * refuses a window larger than the padded conv output, ceil sizing keeps one
+ * partial window when the window is larger by less than S (as torch does).
+ * Windows are clipped to the conv output; with pool padding below the window
+ * (ONNX's bound) every window holds at least one conv output.
  */
 typedef struct convpool_layer {
   size_t size;            /**< sizeof(convpool_layer); set by convpool_layer_init */
   convpool_dtype dtype;   /**< element type of weights, bias, src and dst */
   int64_t c_out, c_in, k; /**< filter [c_out, c_in, k, k] */
-  int64_t padding[4];     /**< conv zero padding: top, left, bottom, right (>= 0) */
+  int64_t padding[4];     /**< conv zero padding: top, left, bottom, right, each
+                               0..CONVPOOL_MAX_PADDING */
   int64_t stride;         /**< conv stride: only 1 */
   int64_t dilation;       /**< conv dilation: only 1 */
   int64_t groups;         /**< conv groups: only 1 */
   convpool_activation activation;
   float clamp_min, clamp_max; /**< bounds of CONVPOOL_ACTIVATION_CLAMP (min <= max, not NaN) */
-  int64_t pool;               /**< max pooling window P x P (1 with stride 1: no pooling) */
-  int64_t pool_stride;        /**< window stride S; 0 = pool */
-  int64_t pool_padding[4];    /**< -inf padding: top, left, bottom, right, each <= pool / 2 */
+  int64_t pool;               /**< max pooling window P x P, 1..CONVPOOL_MAX_POOL (1 with
+                                   stride 1: no pooling) */
+  int64_t pool_stride;        /**< window stride S, 1..CONVPOOL_MAX_POOL; 0 = pool */
+  int64_t pool_padding[4];    /**< -inf padding: top, left, bottom, right, each 0..pool - 1
+                                   (ONNX's MaxPool; torch's max_pool2d takes pool / 2) */
   int ceil_mode;              /**< 1: ceil sizing (torch's rule), 0: floor */
 } convpool_layer;
 
@@ -233,7 +257,7 @@ CONVPOOL_API convpool_status convpool_get_info(convpool_info *info);
  * @param weights   [c_out, c_in, k, k]; not referenced after the call
  * @param bias      [c_out] or NULL for no bias; not referenced after the call
  * @param c_out, c_in, k  filter shape (all >= 1)
- * @param pool      max pooling window and stride (>= 1; 1 = no pooling)
+ * @param pool      max pooling window and stride (1..CONVPOOL_MAX_POOL; 1 = no pooling)
  * @param options   NULL for the defaults
  * @param op_out    receives the operator
  * @returns CONVPOOL_SUCCESS, or a failure with *op_out set to NULL

@@ -8,10 +8,6 @@
 #include "plan.h"
 #include "validate.h"
 
-/* Pads beyond this are refused: no real layer has them, and it keeps every
-   padded size far from overflow. */
-#define CP_MAX_PAD ((int64_t)1 << 24)
-
 void convpool_layer_init(convpool_layer *layer, convpool_dtype dtype, int64_t c_out, int64_t c_in,
                          int64_t k, int64_t pool) {
   if (layer == NULL) return;
@@ -53,6 +49,11 @@ convpool_status cp_layer_from_public(const convpool_layer *caller, int has_bias,
   if ((st = cp_check_positive("c_in", in->c_in)) != CONVPOOL_SUCCESS) return st;
   if ((st = cp_check_positive("k", in->k)) != CONVPOOL_SUCCESS) return st;
   if ((st = cp_check_positive("pool", in->pool)) != CONVPOOL_SUCCESS) return st;
+  /* The limits of convpool.h: with them no pooled size, window or span can
+     overflow (conv sizes are bounded by the tensors' byte counts). */
+  if (in->pool > CONVPOOL_MAX_POOL)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "pool = %lld must be in 1..%lld", (long long)in->pool,
+                   (long long)CONVPOOL_MAX_POOL);
   if (in->stride != 1)
     return cp_fail(CONVPOOL_UNSUPPORTED, "conv stride = %lld is not supported (only 1)",
                    (long long)in->stride);
@@ -62,22 +63,24 @@ convpool_status cp_layer_from_public(const convpool_layer *caller, int has_bias,
   if (in->groups != 1)
     return cp_fail(CONVPOOL_UNSUPPORTED, "conv groups = %lld is not supported (only 1)",
                    (long long)in->groups);
-  if (in->pool_stride < 0)
-    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "pool_stride = %lld must be >= 1 (0: the pool)",
-                   (long long)in->pool_stride);
+  if (in->pool_stride < 0 || in->pool_stride > CONVPOOL_MAX_POOL)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "pool_stride = %lld must be in 1..%lld (0: the pool)",
+                   (long long)in->pool_stride, (long long)CONVPOOL_MAX_POOL);
   memset(out, 0, sizeof *out);
   out->dtype = in->dtype;
   out->c_out = in->c_out, out->c_in = in->c_in, out->k = in->k;
   out->pool = in->pool;
   out->stride = in->pool_stride == 0 ? in->pool : in->pool_stride;
   for (int s = 0; s < 4; s++) {
-    if (in->padding[s] < 0 || in->padding[s] > CP_MAX_PAD)
+    if (in->padding[s] < 0 || in->padding[s] > CONVPOOL_MAX_PADDING)
       return cp_fail(CONVPOOL_INVALID_ARGUMENT, "padding %s = %lld must be in 0..%lld", cp_sides[s],
-                     (long long)in->padding[s], (long long)CP_MAX_PAD);
-    if (in->pool_padding[s] < 0 || in->pool_padding[s] > in->pool / 2)
+                     (long long)in->padding[s], (long long)CONVPOOL_MAX_PADDING);
+    /* ONNX's bound: every window keeps at least one conv output */
+    if (in->pool_padding[s] < 0 || in->pool_padding[s] >= in->pool)
       return cp_fail(CONVPOOL_INVALID_ARGUMENT,
-                     "pool_padding %s = %lld must be in 0..%lld (at most half the pool window)",
-                     cp_sides[s], (long long)in->pool_padding[s], (long long)(in->pool / 2));
+                     "pool_padding %s = %lld must be in 0..%lld (less than the pool window %lld)",
+                     cp_sides[s], (long long)in->pool_padding[s], (long long)(in->pool - 1),
+                     (long long)in->pool);
     out->pad[s] = in->padding[s];
     out->pool_pad[s] = in->pool_padding[s];
   }

@@ -122,10 +122,11 @@ convpool_status convpool_op_create_layer(const convpool_layer *public_layer, con
   if (weights == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "weights is NULL");
   if ((st = cp_check_aligned("weights", weights, dtype)) != CONVPOOL_SUCCESS) return st;
   if ((st = cp_check_aligned("bias", bias, dtype)) != CONVPOOL_SUCCESS) return st;
-  size_t wbytes;
-  if ((size_t)k > SIZE_MAX / (size_t)k || !cp_mul((size_t)c_out, (size_t)c_in, &wbytes) ||
-      !cp_mul(wbytes, (size_t)(k * k), &wbytes) ||
-      !cp_mul(wbytes, convpool_dtype_size(dtype), &wbytes))
+  /* every later product of the filter sizes is bounded by this byte count */
+  size_t wbytes, taps;
+  if (!cp_mul((size_t)k, (size_t)k, &taps) || !cp_mul((size_t)c_out, (size_t)c_in, &wbytes) ||
+      !cp_mul(wbytes, taps, &wbytes) || !cp_mul(wbytes, convpool_dtype_size(dtype), &wbytes) ||
+      wbytes > (size_t)PTRDIFF_MAX)
     return cp_fail(CONVPOOL_INVALID_ARGUMENT,
                    "weights [%lld, %lld, %lld, %lld] have a byte count that overflows",
                    (long long)c_out, (long long)c_in, (long long)k, (long long)k);
@@ -353,7 +354,8 @@ convpool_status convpool_layer_run(const convpool_layer *layer, const void *src,
   st = convpool_op_output_shape(op, batch, height, width, shape, &out_bytes);
   if (st == CONVPOOL_SUCCESS && dst != NULL)
     st = cp_check_disjoint("dst", dst, out_bytes, "weights", weights,
-                           (size_t)(layer->c_out * layer->c_in * layer->k * layer->k) * es);
+                           (size_t)layer->c_out * (size_t)layer->c_in * (size_t)layer->k *
+                               (size_t)layer->k * es); /* create checked that it fits */
   if (st == CONVPOOL_SUCCESS && dst != NULL && bias != NULL)
     st = cp_check_disjoint("dst", dst, out_bytes, "bias", bias, (size_t)layer->c_out * es);
   if (st == CONVPOOL_SUCCESS) st = convpool_op_run(op, src, batch, height, width, dst, dst_bytes);

@@ -211,12 +211,20 @@ static int cp_tensor_bytes(int64_t d0, int64_t d1, int64_t d2, int64_t d3, size_
          cp_mul(n, (size_t)d3, &n) && cp_mul(n, elem, bytes) && *bytes <= (size_t)PTRDIFF_MAX;
 }
 
+/*
+ * torch's pooling_output_shape: n = div_rtn(conv + pad_lo + pad_hi - pool
+ * (+ stride - 1 with ceil), stride) + 1, then with ceil a last window that
+ * would start in the bottom/right padding is dropped. So ceil sizing keeps one
+ * partial window where the window is larger than the padded side, floor
+ * sizing none. With pads below the window every window kept holds a conv
+ * output. conv < 2^62 (src bytes) and pool, stride <= 2^40 (convpool.h): no
+ * term overflows.
+ */
 int64_t cp_pooled_size(int64_t conv, int64_t pool, int64_t stride, int64_t pad_lo, int64_t pad_hi,
                        int ceil_mode) {
-  const int64_t span = conv + pad_lo + pad_hi - pool;
-  if (span < 0) return 0;
-  int64_t n = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
-  /* torch: the last window must start inside the conv output or its top/left padding */
+  const int64_t span = conv + pad_lo + pad_hi - pool + (ceil_mode ? stride - 1 : 0);
+  if (span < 0) return 0; /* div_rtn < 0: not even one window */
+  int64_t n = span / stride + 1;
   if (ceil_mode && (n - 1) * stride >= conv + pad_lo) n--;
   return n;
 }
@@ -251,7 +259,12 @@ convpool_status cp_plan_shape(const cp_layer *layer, int64_t batch, int64_t heig
   memcpy(pl->pad, layer->pad, sizeof pl->pad);
   memcpy(pl->pool_pad, layer->pool_pad, sizeof pl->pool_pad);
   pl->act_min = layer->act_min, pl->act_max = layer->act_max, pl->ceil_mode = layer->ceil_mode;
-  /* the pads are at most CP_MAX_PAD, so these sums do not overflow */
+  pl->elem_size = convpool_dtype_size(layer->dtype);
+  if (!cp_tensor_bytes(batch, layer->c_in, height, width, pl->elem_size, &pl->src_bytes))
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
+                   "src [%lld, %lld, %lld, %lld] has a byte count that overflows", (long long)batch,
+                   (long long)layer->c_in, (long long)height, (long long)width);
+  /* height, width < 2^62 (src bytes) and pads <= 2^24: these sums do not overflow */
   const int64_t padded_h = height + layer->pad[CP_TOP] + layer->pad[CP_BOTTOM];
   const int64_t padded_w = width + layer->pad[CP_LEFT] + layer->pad[CP_RIGHT];
   if (padded_h < layer->k || padded_w < layer->k) {
@@ -276,11 +289,6 @@ convpool_status cp_plan_shape(const cp_layer *layer, int64_t batch, int64_t heig
         layer->pool_pad[0] || layer->pool_pad[1] || layer->pool_pad[2] || layer->pool_pad[3]
             ? " with its pool padding"
             : "");
-  pl->elem_size = convpool_dtype_size(layer->dtype);
-  if (!cp_tensor_bytes(batch, layer->c_in, height, width, pl->elem_size, &pl->src_bytes))
-    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
-                   "src [%lld, %lld, %lld, %lld] has a byte count that overflows", (long long)batch,
-                   (long long)layer->c_in, (long long)height, (long long)width);
   if (!cp_tensor_bytes(batch, layer->c_out, pl->ph, pl->pw, pl->elem_size, &pl->dst_bytes))
     return cp_fail(CONVPOOL_INVALID_ARGUMENT,
                    "dst [%lld, %lld, %lld, %lld] has a byte count that overflows", (long long)batch,

@@ -58,9 +58,8 @@ x, w = load("x.bin"), load("w.bin")
 b = load("bias.bin") if m["bias"] else [0.0] * O
 out = load("out.bin")
 OH, OW = H + pt + pb - K + 1, W + pl + pr - K + 1
-def pooled(n, q0, q1):  # torch's rule
-    span = n + q0 + q1 - P
-    k = (-(-span // S) if ceil else span // S) + 1
+def pooled(n, q0, q1):  # torch's rule (aten's pooling_output_shape)
+    k = (n + q0 + q1 - P + (S - 1 if ceil else 0)) // S + 1
     if ceil and (k - 1) * S >= n + q0:
         k -= 1
     return k
@@ -107,13 +106,21 @@ PY
 }
 
 # float32: asymmetric padding, an active clamp, overlapping 3x3 windows with
-# asymmetric pool padding and ceil sizing; float16: relu6, stride 1.
+# asymmetric pool padding and ceil sizing; float16: relu6, stride 1; ONNX's
+# pool padding up to P - 1; torch's partial window (3x3 windows, stride 2,
+# ceil, on a 2x3 conv output: one window, larger than the conv output).
 layer32="--padding 2,0,1,3 --activation clamp:4,12.5 --pool 3 --pool-stride 2 --pool-padding 1,0,1,1 --ceil-mode"
 layer16="--dtype float16 --in-channels 2 --no-bias --padding 1 --activation relu6 --pool 2 --pool-stride 1 --pool-padding 0,1,1,0 --ceil-mode"
+layeronnx="--pool 3 --pool-stride 2 --pool-padding 2,2,2,1 --ceil-mode"
+layerpart="--height 4 --width 5 --pool 3 --pool-stride 2 --ceil-mode"
 # shellcheck disable=SC2086
 "$cli" $small $layer32 --show-tiling --dump-dir "$tmp/l32" >"$tmp/l32.out" || { echo "layer dump (float32) failed"; fail=1; }
 # shellcheck disable=SC2086
 "$cli" $small $layer16 --dump-dir "$tmp/l16" >/dev/null || { echo "layer dump (float16) failed"; fail=1; }
+# shellcheck disable=SC2086
+"$cli" $small $layeronnx --dump-dir "$tmp/lonnx" >/dev/null || { echo "layer dump (pool padding P - 1) failed"; fail=1; }
+# shellcheck disable=SC2086
+"$cli" $small $layerpart --dump-dir "$tmp/lpart" >/dev/null || { echo "layer dump (partial window) failed"; fail=1; }
 for want in 'padding        conv 2,0,1,3 (top,left,bottom,right); pool window 3 stride 2 padding 1,0,1,1' \
   'shape          src \[2, 5, 19, 23\] float32 -> conv 20x24 -> pool 3 -> dst \[2, 7, 11, 12\]' \
   'activation     clamp \[4, 12.5\]' 'pool sizing    ceil'; do
@@ -127,16 +134,18 @@ done
 grep -q '^  "activation": {"clamp": \[0, 6\]},$' "$tmp/l16/meta.json" || { echo "relu6 is not written as clamp [0, 6]"; fail=1; }
 [ "$(stat -c %s "$tmp/l32/out.bin")" -eq $((2 * 7 * 11 * 12 * 4)) ] || { echo "layer out.bin (float32) has the wrong size"; fail=1; }
 [ "$(stat -c %s "$tmp/l16/out.bin")" -eq $((2 * 7 * 19 * 23 * 2)) ] || { echo "layer out.bin (float16) has the wrong size"; fail=1; }
+[ "$(stat -c %s "$tmp/lonnx/out.bin")" -eq $((2 * 7 * 10 * 12 * 4)) ] || { echo "layer out.bin (pool padding P - 1) has the wrong size"; fail=1; }
+[ "$(stat -c %s "$tmp/lpart/out.bin")" -eq $((2 * 7 * 1 * 1 * 4)) ] || { echo "layer out.bin (partial window) has the wrong size"; fail=1; }
 # The dumps are checked against the reference above (independent of
 # scripts/check_conv.py and the binding), and reloaded with --load-dir.
 if [ -x /usr/bin/python3 ]; then
-  for d in l32 l16; do
+  for d in l32 l16 lonnx lpart; do
     reference "$tmp/$d" || { echo "$d: out.bin differs from the reference"; fail=1; }
   done
 else
   echo "skipped: the Python reference of the layer dumps (/usr/bin/python3 is not available)"
 fi
-for d in l32 l16; do
+for d in l32 l16 lonnx lpart; do
   mkdir "$tmp/$d-load"
   for f in meta.json x.bin w.bin bias.bin; do [ ! -e "$tmp/$d/$f" ] || cp "$tmp/$d/$f" "$tmp/$d-load/"; done
   "$cli" --load-dir "$tmp/$d-load" >/dev/null || { echo "$d: load-dir failed"; fail=1; }
@@ -282,10 +291,11 @@ done <<LIST
 --pool-stride 1099511627777|--pool-stride = 1099511627777 must be in 1..1099511627776
 --pool-padding -1|pool_padding top = -1 must be in 0..1
 --pool-padding 1,1|--pool-padding = '1,1' must be N or T,L,B,R
---pool 2 --pool-padding 2|pool_padding top = 2 must be in 0..1 (at most half the pool window)
---pool 3 --pool-padding 1,1,2,1|pool_padding bottom = 2 must be in 0..1
---pool 4 --padding 1 --pool-padding 0,0,0,3|pool_padding right = 3 must be in 0..2
+--pool 2 --pool-padding 2|pool_padding top = 2 must be in 0..1 (less than the pool window 2)
+--pool 3 --pool-padding 1,1,3,1|pool_padding bottom = 3 must be in 0..2
+--pool 4 --padding 1 --pool-padding 0,0,0,4|pool_padding right = 4 must be in 0..3
 --padding 1 --height 10 --width 10 --pool 11|pool = 11 is larger than the conv output 10x10
+--height 10 --width 10 --pool 11 --pool-stride 2 --ceil-mode|pool = 11 is larger than the conv output 8x8
 --height 4 --width 4 --filter 7 --padding 1|padded input 6x6 is smaller than the filter k = 7
 --ceil-mode=1|unknown option '--ceil-mode=1'
 LIST

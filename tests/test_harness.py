@@ -17,7 +17,8 @@ Besides the original layer (no padding, pool stride = window, floor sizing)
 the set has layer cases (about a dozen per dtype, small shapes): conv padding
 equal and unequal, each activation (relu, relu6, a clamp), pool stride below
 and above the window, pool padding, ceil sizing with a last window dropped,
-NaN/Inf through all of it; their names carry the parameters ("pad1 relu
+ONNX's pool padding up to P - 1, a window larger than the conv output with
+ceil sizing (torch's one partial window), NaN/Inf through all of it; their names carry the parameters ("pad1 relu
 stride2 ppad1 ceil").
 Every case is checked against two float64 references (NumPy and torch, see
 python/convpool/reference.py) computed on the exact input values (for
@@ -220,6 +221,17 @@ def layer_cases(dtype):
               ceil_mode=True),
         layer("filter larger than the input", 1, 8, 8, 2, 3, 3, 2, padding=1,
               activation="relu"),
+        # ONNX's pads up to P - 1 (torch takes P // 2): window 3 with pads 2 on a 5x6
+        # conv output gives 7x8 windows, the first and last holding one conv row.
+        layer("pool pads P - 1 (ONNX)", 1, 8, 8, 7, 8, 3, 3, pool_stride=1, pool_padding=2),
+        layer("pool pads P - 1, unequal, ceil", 2, 8, 8, 9, 10, 3, 4, pool_stride=3,
+              pool_padding=(3, 0, 1, 3), ceil_mode=True),
+        # torch's ceil sizing of a window larger than the conv output: MaxPool2d(3, 2,
+        # ceil_mode=True) on a 2x2 conv output gives 1x1 from a partial window.
+        layer("window larger than the conv output, ceil", 2, 8, 8, 4, 4, 3, 3, pool_stride=2,
+              ceil_mode=True),
+        layer("window wider than the padded conv output, ceil", 1, 8, 8, 8, 5, 3, 5,
+              pool_stride=3, pool_padding=(1, 0, 0, 1), ceil_mode=True),
         layer("NaN/Inf through pads, relu, pool pads", 2, 16, 16, 12, 12, 3, 3,
               data="nonfinite", padding=1, activation="relu", pool_stride=2, pool_padding=1,
               ceil_mode=True),

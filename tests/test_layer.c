@@ -286,6 +286,62 @@ static int check_layer(const convpool_layer *l, int64_t batch, int64_t h, int64_
   return ok;
 }
 
+/* Pooling at its edges: windows of 2..5 on conv outputs of 1..9, strides up
+   to P + 1, -inf pads up to P - 1 (ONNX; a third of the layers with all four
+   at P - 1, a third with none), ceil sizing three times in four, so windows
+   reach past the conv output and, with ceil, are larger than it (torch's one
+   partial window). */
+static int check_pool_grid(int *cases) {
+  int failures = 0;
+  tu_rng pick = {91};
+  const convpool_dtype dtypes[] = {CONVPOOL_FLOAT32, CONVPOOL_FLOAT16, CONVPOOL_BFLOAT16};
+  for (int n = 0, run = 0; run < 90 && n < 1000; n++) {
+    convpool_layer l;
+    const int64_t pool = 2 + (int64_t)(tu_next(&pick) % 4);
+    const int64_t k = run % 2 == 0 ? 3 : 1 + (int64_t)(tu_next(&pick) % 3);
+    convpool_layer_init(&l, dtypes[run % 3], 1 + (int64_t)(tu_next(&pick) % 17),
+                        1 + (int64_t)(tu_next(&pick) % 9), k, pool);
+    l.pool_stride = 1 + (int64_t)(tu_next(&pick) % (uint64_t)(pool + 1));
+    for (int s = 0; s < 4; s++)
+      l.pool_padding[s] = run % 3 == 0   ? pool - 1
+                          : run % 3 == 1 ? (int64_t)(tu_next(&pick) % (uint64_t)pool)
+                                         : 0;
+    l.ceil_mode = run % 4 != 1;
+    if (run % 4 == 0) l.padding[0] = l.padding[1] = l.padding[2] = l.padding[3] = 1;
+    if (run % 5 == 1) l.activation = CONVPOOL_ACTIVATION_RELU;
+    const int64_t h = k + (int64_t)(tu_next(&pick) % 9), w = k + (int64_t)(tu_next(&pick) % 9);
+    int64_t ph, pw;
+    cp_reference_shape(&l, h, w, &ph, &pw);
+    if (ph < 1 || pw < 1) continue;
+    run++;
+    (*cases)++;
+    if (!check_layer(&l, 1 + run % 2, h, w, run % 4 != 3, 500 + (uint64_t)run, NULL)) failures++;
+  }
+  /* ONNX test_maxpool_2d_pads: window 3, stride 1, pads 2 (28x28 -> 30x30; here 12x12). */
+  convpool_layer l;
+  convpool_layer_init(&l, CONVPOOL_FLOAT32, 5, 3, 3, 3);
+  l.padding[0] = l.padding[1] = l.padding[2] = l.padding[3] = 1;
+  l.pool_stride = 1;
+  l.pool_padding[0] = l.pool_padding[1] = l.pool_padding[2] = l.pool_padding[3] = 2;
+  (*cases)++;
+  if (!check_layer(&l, 1, 12, 12, 1, 601, NULL)) failures++;
+  /* torch's MaxPool2d(3, 2, ceil_mode=True) on a 2x2 conv output: one partial window. */
+  convpool_layer_init(&l, CONVPOOL_FLOAT32, 13, 4, 3, 3);
+  l.pool_stride = 2, l.ceil_mode = 1;
+  (*cases)++;
+  if (!check_layer(&l, 2, 4, 4, 1, 602, NULL)) failures++;
+  /* pool 2, pads 1 on every side, no clamp: the AVX-512 pool-2 row takes the
+     full windows, the portable row the clipped ones; floor and ceil. */
+  for (int ceil = 0; ceil < 2; ceil++) {
+    convpool_layer_init(&l, CONVPOOL_FLOAT32, 16, 8, 3, 2);
+    l.pool_padding[0] = l.pool_padding[1] = l.pool_padding[2] = l.pool_padding[3] = 1;
+    l.ceil_mode = ceil;
+    (*cases)++;
+    if (!check_layer(&l, 1, 19, 40, 1, 603 + (uint64_t)ceil, NULL)) failures++;
+  }
+  return failures;
+}
+
 /* Padding (symmetric or not, up to k and beyond), each activation, pool
    stride != window, pool padding and ceil sizing, on every dtype. */
 static int check_layer_grid(int *cases) {
@@ -306,8 +362,8 @@ static int check_layer_grid(int *cases) {
     if (l.activation == CONVPOOL_ACTIVATION_CLAMP)
       l.clamp_min = -0.5f, l.clamp_max = n % 2 ? 6.0f : 2.5f;
     l.pool_stride = (int64_t)(tu_next(&pick) % (uint64_t)(pool + 1)); /* 0: the window */
-    for (int s = 0; s < 4; s++)
-      l.pool_padding[s] = (int64_t)(tu_next(&pick) % (uint64_t)(pool / 2 + 1));
+    for (int s = 0; s < 4; s++)                                       /* up to P - 1 (ONNX) */
+      l.pool_padding[s] = (int64_t)(tu_next(&pick) % (uint64_t)pool);
     l.ceil_mode = (int)(tu_next(&pick) % 2);
     const int64_t h = 1 + (int64_t)(tu_next(&pick) % 20), w = 1 + (int64_t)(tu_next(&pick) % 40);
     int64_t ph, pw;
@@ -337,6 +393,7 @@ static int check_layer_grid(int *cases) {
   l.activation = CONVPOOL_ACTIVATION_CLAMP, l.clamp_min = 0.0f, l.clamp_max = 6.0f;
   (*cases)++;
   if (!check_layer(&l, 2, 17, 12, 1, 402, NULL)) failures++;
+  failures += check_pool_grid(cases);
   /* A non-finite bias: +-inf and NaN are added before the max, as torch does
      (max(-inf + inf, ...) is NaN, not inf). */
   const float specials[3] = {INFINITY, -INFINITY, NAN};

@@ -25,7 +25,8 @@ max_pool2d(conv2d(x, w, bias), pool, pool)):
                   (ONNX's pads order; unequal pads are ONNX's Conv)
     activation    None, "relu", "relu6" or a (min, max) clamp of conv + bias
     pool_stride   window stride (None: the window, pool)
-    pool_padding  -inf padding before pooling, as padding; each side <= pool // 2
+    pool_padding  -inf padding before pooling, as padding; each side < pool
+                  (ONNX's MaxPool; torch's max_pool2d takes at most pool // 2)
     ceil_mode     ceil sizing; a last window that would start in the bottom or
                   right padding is dropped (torch and ONNX)
 
@@ -47,7 +48,7 @@ reported by the library raise a ``convpool.Error`` (a RuntimeError) carrying
 ``convpool_last_error()``; an invalid argument detected by the library raises
 ``convpool.InvalidArgumentError``, which is both a ``convpool.Error`` and a
 ``ValueError``. Spatial checks (K <= padded H, pool <= conv output,
-pool_padding <= pool // 2) are left to the library, whose message names the
+pool_padding < pool) are left to the library, whose message names the
 offending value.
 
 The library is located on first use (``$CONVPOOL_LIB``, then the library an
@@ -386,7 +387,7 @@ class Operator:
              conv + bias before the pooling.
     pool_stride  window stride; None = pool.
     pool_padding  -inf padding of the conv output before pooling, as
-             padding; each side at most pool // 2.
+             padding; each side at most pool - 1 (ONNX's MaxPool).
     ceil_mode  ceil sizing of the pooled output (torch's rule).
 
     The layer is max_pool2d(act(conv2d(x, w, bias, padding)), pool,

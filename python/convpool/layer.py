@@ -12,10 +12,12 @@ activation    None, "relu", "relu6" or a (min, max) clamp of conv + bias.
 pool          max pooling window P x P (1 and stride 1: no pooling).
 pool_stride   window stride S; None = the window.
 pool_padding  -inf padding of the conv output, as padding; each side at most
-              P // 2 (torch's rule; the library checks it and names the side).
+              P - 1 (ONNX's rule; torch's max_pool2d takes P // 2; the library
+              checks it and names the side).
 ceil_mode     ceil sizing: PH = ceil((OH + top + bottom - P) / S) + 1, less
               one when that last window would start in the bottom padding
-              (torch's and ONNX's rule); PW likewise.
+              (torch's and ONNX's rule; one partial window where P is larger
+              than the padded OH by less than S); PW likewise.
 
 Pure Python (numpy only for the float32 rounding of clamp bounds); used by
 the binding, by convpool.reference and by convpool.torch.
@@ -140,17 +142,15 @@ def _as_bool(name, value):
 def pooled_size(conv, pool, stride, pad_lo, pad_hi, ceil_mode):
     """Pooled size along one axis, torch's rule (ONNX's for unequal pads).
 
-    floor or ceil of (conv + pad_lo + pad_hi - pool) / stride, plus one; in
-    ceil mode a last window that would start in the end padding (at or past
-    conv + pad_lo) is dropped. 0 when the window does not fit.
+    torch's pooling_output_shape: (conv + pad_lo + pad_hi - pool, plus
+    stride - 1 in ceil mode) // stride + 1, rounded toward -inf; in ceil mode
+    a last window that would start in the end padding (at or past conv +
+    pad_lo) is dropped. 0 when not even one window fits.
     """
-    span = conv + pad_lo + pad_hi - pool
-    if span < 0:
-        return 0
-    n = (-(-span // stride) if ceil_mode else span // stride) + 1
+    n = (conv + pad_lo + pad_hi - pool + (stride - 1 if ceil_mode else 0)) // stride + 1
     if ceil_mode and (n - 1) * stride >= conv + pad_lo:
         n -= 1
-    return n
+    return max(n, 0)
 
 
 @dataclass(frozen=True)

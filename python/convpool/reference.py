@@ -22,7 +22,8 @@ Two independent references are computed in float64 on the exact input values:
   windows by torch's rule (``layer.pooled_size``).
 * torch: ``F.max_pool2d(act(F.conv2d(X, W, bias, padding)), P, S,
   pool_padding, ceil_mode)`` in float64, act being F.relu, F.relu6 or
-  F.hardtanh. Unequal pads, which torch's functions do not take, are laid
+  F.hardtanh. Unequal pads, and pool pads above P // 2 (ONNX's MaxPool
+  takes up to P - 1, torch's max_pool2d refuses them), are laid
   explicitly: ``F.pad`` with zeros before the conv, with -inf before the
   pool, then (ceil mode) the windows kept are the first ones by ONNX's rule:
   a last window that would start in the bottom/right padding is dropped,
@@ -275,10 +276,11 @@ def torch_conv(x, w, bias, padding):
 def torch_act_pool(y, spec):
     """The spec's activation (F.relu, F.relu6, F.hardtanh) and max pooling of y.
 
-    Equal pool pads go to F.max_pool2d; unequal ones are laid with F.pad
-    (-inf) and, in ceil mode, the windows are cut to the count of ONNX's
-    rule (layer.pooled_size): torch takes the explicitly padded rows for
-    input and would keep a last window that starts in them.
+    Equal pool pads of at most P // 2 go to F.max_pool2d; other ones
+    (unequal, or up to P - 1 as ONNX allows) are laid with F.pad (-inf) and,
+    in ceil mode, the windows are cut to the count of ONNX's rule
+    (layer.pooled_size): torch takes the explicitly padded rows for input and
+    would keep a last window that starts in them.
     """
     import torch.nn.functional as F
     if spec.activation == "relu":
@@ -290,7 +292,7 @@ def torch_act_pool(y, spec):
     if spec.pool == 1 and spec.pool_stride == 1 and not any(spec.pool_padding):
         return y
     t, l, b, r = spec.pool_padding
-    if t == b and l == r:
+    if t == b and l == r and max(t, l) <= spec.pool // 2:
         return F.max_pool2d(y, spec.pool, spec.pool_stride, (t, l), ceil_mode=spec.ceil_mode)
     oh, ow = y.shape[2], y.shape[3]
     ph = pooled_size(oh, spec.pool, spec.pool_stride, t, b, spec.ceil_mode)

@@ -23,18 +23,34 @@
  *   7 width      as height
  *   8 threads    b % 6; 254 -> 1025, 255 -> -1
  *   9 rows/item  0 for b < 128, else (b - 128) % 10; 255 -> -1
- *  10 algo       0-2 auto, 3-4 shift-reduce, 5-6 im2col, 7 an invalid value (next byte; 3 is
- * winograd, not drawn) 11 flags      1 bias, 2 dst_bytes too small, 4 dst placed over src, 8 skip
- * the one-shot call, 16 fail an allocation, 32 a convpool_layer: five more bytes follow the header
- * (below), and the calls are convpool_op_create_layer / convpool_layer_run 12 dst_bytes shortfall
- * (1 + b % 8 bytes) / dst offset into src (4-byte steps) 13 the allocation to fail (1 + b % 8) 14
- * describe capacity (1 + b % 64, or 4096 for b >= 192) 15.. tensor data, one byte per element,
- * cycled: (b - 128) / 16, except 0xfd -> -inf, 0xfe -> +inf, 0xff -> NaN With flag 32, bytes 15..19
- * (the tensor data follows them): 15 conv padding: side s (top, left, bottom, right) = (b >> 2s) &
- * 3 16 activation: b % 5: none, relu, clamp [-0.5, 6], clamp [3, 1] (invalid), an invalid
- * activation value 17 pool stride: b % 6: 0 (= the window), 1, 2, 3, 4, -1 (invalid) 18 pool
- * padding: side s = (b >> 2s) & 3 (invalid above pool / 2) 19 ceil_mode: b & 1, or 2 (invalid) for
- * b >= 250
+ *  10 algo       0-2 auto, 3-4 shift-reduce, 5-6 im2col, 7 an invalid value (next byte;
+ *                an even one is winograd)
+ *  11 flags      1 bias, 2 dst_bytes too small, 4 dst placed over src, 8 skip the
+ *                one-shot call, 16 fail an allocation, 32 a convpool_layer (five more
+ *                bytes follow the header, below; the calls are convpool_op_create_layer
+ *                and convpool_layer_run), 64 an extreme value (one more byte, after
+ *                the layer's)
+ *  12 dst_bytes shortfall (1 + b % 8 bytes) / dst offset into src (4-byte steps)
+ *  13 the allocation to fail (1 + b % 8)
+ *  14 describe capacity (1 + b % 64, or 4096 for b >= 192)
+ *  with flag 32:
+ *  +0 conv padding: side s (top, left, bottom, right) = (b >> 2s) & 3
+ *  +1 activation: b % 5: none, relu, clamp [-0.5, 6], clamp [3, 1] (invalid), an
+ *     invalid activation value
+ *  +2 pool stride: b % 6: 0 (= the window), 1, 2, 3, 4, -1 (invalid)
+ *  +3 pool padding: side s = (b >> 2s) & 3 (invalid from pool on: at most pool - 1)
+ *  +4 ceil_mode: b & 1, or 2 (invalid) for b >= 250
+ *  with flag 64, b % 14 (the heights and widths above are drawn first):
+ *     0 k = 3037000500 (k * k > INT64_MAX), 1 k = 2^31, 2 c_out = 2^62,
+ *     3 pool = CONVPOOL_MAX_POOL, 4 pool = CONVPOOL_MAX_POOL + 1, 5 pool = INT64_MAX,
+ *     6 pool stride = CONVPOOL_MAX_POOL, 7 pool stride = INT64_MAX,
+ *     8 pool and pool stride = CONVPOOL_MAX_POOL with pool padding CONVPOOL_MAX_POOL - 1,
+ *     9 pool = INT64_MAX with pool padding INT64_MAX / 2,
+ *    10 height = INT64_MAX - 10 with conv padding CONVPOOL_MAX_PADDING,
+ *    11 width = INT64_MAX, 12 batch = INT64_MAX, 13 height = width = 2^31
+ *     (layer fields apply with flag 32 only)
+ *  then tensor data, one byte per element, cycled: (b - 128) / 16, except
+ *     0xfd -> -inf, 0xfe -> +inf, 0xff -> NaN
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -112,6 +128,18 @@ static void judge(const char *call, convpool_status st, status_set causes, long 
     FUZZ_ASSERT(convpool_last_error()[0] != '\0', "%s: failed without a message", call);
 }
 
+/* 128-bit integers: the oracle's sizes cannot overflow, whatever it decodes. */
+__extension__ typedef __int128 wide;
+
+/* Whether d0 * d1 * d2 * d3 elements of es bytes fit PTRDIFF_MAX (each d >= 1). */
+static int bytes_fit(int64_t d0, int64_t d1, int64_t d2, int64_t d3, size_t es) {
+  const int64_t d[4] = {d0, d1, d2, d3};
+  wide n = (wide)es;
+  for (int i = 0; i < 4; i++)
+    if ((n *= d[i]) > PTRDIFF_MAX) return 0;
+  return 1;
+}
+
 static int ranges_overlap(const void *a, size_t an, const void *b, size_t bn) {
   uintptr_t a0 = (uintptr_t)a, b0 = (uintptr_t)b;
   return a0 < b0 + bn && b0 < a0 + an;
@@ -137,18 +165,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                          : b_dtype < 15 ? CONVPOOL_BFLOAT16
                                         : (convpool_dtype)(3 + (int)(next(&in) % 100));
   static const int64_t batches[6] = {1, 1, 2, 3, 0, -1};
-  const int64_t batch = batches[next(&in) % 6];
+  int64_t batch = batches[next(&in) % 6];
   const int64_t c_in = small_dim(next(&in), 6);
-  const int64_t c_out = small_dim(next(&in), 12);
-  const int64_t k = small_dim(next(&in), 5);
-  const int64_t pool = small_dim(next(&in), 4);
+  int64_t c_out = small_dim(next(&in), 12);
+  int64_t k = small_dim(next(&in), 5);
+  int64_t pool = small_dim(next(&in), 4);
   int64_t hw[2];
   for (int i = 0; i < 2; i++) {
     unsigned b = next(&in);
     int64_t kk = k > 0 ? k : 1, pp = pool > 0 ? pool : 1;
     hw[i] = b < 220 ? kk + pp - 1 + (int64_t)(b % 14) : (int64_t)b - 236;
   }
-  const int64_t height = hw[0], width = hw[1];
+  int64_t height = hw[0], width = hw[1];
   unsigned b = next(&in);
   const int threads = b == 255 ? -1 : b == 254 ? 1025 : (int)(b % 6);
   b = next(&in);
@@ -184,16 +212,74 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (b >= 3) layer_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
     b = next(&in) % 6;
     layer.pool_stride = b == 5 ? -1 : (int64_t)b;
-    if (b == 5) layer_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
     b = next(&in);
-    for (int s = 0; s < 4; s++) {
-      layer.pool_padding[s] = (b >> (2 * s)) & 3;
-      if (pool >= 1 && layer.pool_padding[s] > pool / 2)
-        layer_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
-    }
+    for (int s = 0; s < 4; s++) layer.pool_padding[s] = (b >> (2 * s)) & 3;
     b = next(&in);
     layer.ceil_mode = b >= 250 ? 2 : (int)(b & 1);
     if (b >= 250) layer_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
+  }
+  if (flags & 64) { /* one value at a limit of convpool.h, or past it */
+    const int64_t max_pool = CONVPOOL_MAX_POOL;
+    switch (next(&in) % 14) {
+      case 0: /* k * k > INT64_MAX */
+        k = 3037000500LL;
+        break;
+      case 1: /* 2^63 bytes of weights or more */
+        k = (int64_t)1 << 31;
+        break;
+      case 2:
+        c_out = (int64_t)1 << 62;
+        break;
+      case 3: /* valid: one window (ceil), or larger than the conv output (floor) */
+        pool = max_pool;
+        break;
+      case 4:
+        pool = max_pool + 1;
+        break;
+      case 5:
+        pool = INT64_MAX;
+        break;
+      case 6: /* valid */
+        layer.pool_stride = max_pool;
+        break;
+      case 7:
+        layer.pool_stride = INT64_MAX;
+        break;
+      case 8: /* valid: two windows per side, each holding some conv outputs */
+        pool = layer.pool_stride = max_pool;
+        if (use_layer)
+          for (int s = 0; s < 4; s++) layer.pool_padding[s] = max_pool - 1;
+        break;
+      case 9:
+        pool = INT64_MAX;
+        for (int s = 0; s < 4; s++) layer.pool_padding[s] = INT64_MAX / 2;
+        break;
+      case 10:
+        height = INT64_MAX - 10;
+        for (int s = 0; s < 4; s++) layer.padding[s] = CONVPOOL_MAX_PADDING;
+        break;
+      case 11:
+        width = INT64_MAX;
+        break;
+      case 12:
+        batch = INT64_MAX;
+        break;
+      default:
+        height = width = (int64_t)1 << 31;
+        break;
+    }
+    if (!use_layer) { /* convpool_op_create takes none of the layer's fields */
+      convpool_layer_init(&layer, dtype, c_out, c_in, k, pool);
+    } else {
+      layer.c_out = c_out, layer.k = k, layer.pool = pool;
+    }
+  }
+  if (use_layer) { /* after the extreme value, which may replace a field */
+    for (int s = 0; s < 4; s++)
+      if (pool >= 1 && layer.pool_padding[s] >= pool) /* ONNX's bound: P - 1 */
+        layer_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
+    if (layer.pool_stride < 0 || layer.pool_stride > CONVPOOL_MAX_POOL)
+      layer_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
   }
   const uint8_t *values = data + (in.i < size ? in.i : size);
   const size_t n_values = size - (in.i < size ? in.i : size);
@@ -204,8 +290,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const int valid_dtype =
       dtype == CONVPOOL_FLOAT32 || dtype == CONVPOOL_FLOAT16 || dtype == CONVPOOL_BFLOAT16;
   if (!valid_dtype) create_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
-  if (c_out < 1 || c_in < 1 || k < 1 || pool < 1 || threads < 0 || threads > 1024 ||
-      rows_per_item < 0)
+  if (c_out < 1 || c_in < 1 || k < 1 || pool < 1 || pool > CONVPOOL_MAX_POOL || threads < 0 ||
+      threads > 1024 || rows_per_item < 0)
+    create_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
+  const size_t es = valid_dtype ? convpool_dtype_size(dtype) : 4;
+  if (c_out >= 1 && c_in >= 1 && k >= 1 && !bytes_fit(c_out, c_in, k, k, es))
     create_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
   if (algo != CONVPOOL_ALGO_AUTO && algo != CONVPOOL_ALGO_SHIFT_REDUCE &&
       algo != CONVPOOL_ALGO_IM2COL && algo != CONVPOOL_ALGO_WINOGRAD)
@@ -215,10 +304,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (use_layer) create_causes |= layer_causes;
   int64_t ph = 0, pw = 0;
   if (k >= 1 && pool >= 1 && layer_causes == 0) cp_reference_shape(&layer, height, width, &ph, &pw);
-  const int shape_ok = batch >= 1 && height >= 1 && width >= 1 && k >= 1 && pool >= 1 &&
-                       layer_causes == 0 && height + layer.padding[0] + layer.padding[2] >= k &&
-                       width + layer.padding[1] + layer.padding[3] >= k && ph >= 1 && pw >= 1;
-  const size_t es = valid_dtype ? convpool_dtype_size(dtype) : 4;
+  const int sizes_ok = batch >= 1 && height >= 1 && width >= 1 && k >= 1 && pool >= 1 &&
+                       c_in >= 1 && c_out >= 1 && layer_causes == 0;
+  const int shape_ok = sizes_ok && bytes_fit(batch, c_in, height, width, es) &&
+                       (wide)height + layer.padding[0] + layer.padding[2] >= k &&
+                       (wide)width + layer.padding[1] + layer.padding[3] >= k && ph >= 1 &&
+                       pw >= 1 && bytes_fit(batch, c_out, ph, pw, es);
   rel_case c = {
       valid_dtype ? dtype : CONVPOOL_FLOAT32, batch, c_in, c_out, height, width, k, pool, has_bias};
   size_t need = 0, src_bytes = 0;
@@ -235,9 +326,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t cursor = 0;
   memset(arena, PATTERN, X_CAP * 4 + Y_CAP * 4);
   if (tensors_ok) fill_from(x, rel_x_count(&c), c.dtype, values, n_values, &cursor);
-  if (c_in >= 1 && c_out >= 1 && k >= 1)
+  if (c_in >= 1 && c_out >= 1 && c_out <= 12 && k >= 1 && k <= 5) /* the extremes are refused */
     fill_from(w, (size_t)(c_out * c_in * k * k), c.dtype, values, n_values, &cursor);
-  if (c_out >= 1) fill_from(bias, (size_t)c_out, c.dtype, values, n_values, &cursor);
+  if (c_out >= 1 && c_out <= 12) fill_from(bias, (size_t)c_out, c.dtype, values, n_values, &cursor);
   memcpy(x_copy, x, X_CAP * 4);
   unsigned char *dst = arena + X_CAP * 4; /* right after the largest src */
   size_t dst_bytes = Y_CAP * 4;

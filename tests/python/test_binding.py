@@ -351,6 +351,17 @@ class TestLayerKeywords(unittest.TestCase):
             with self.subTest(**{k: str(v) for k, v in kwargs.items()}):
                 self.check(**kwargs)
 
+    def test_partial_window_in_ceil_mode_against_torch(self):
+        """A window larger than the conv output: torch's ceil sizing keeps one partial window."""
+        x = self.x[:, :, :4, :6].copy()            # conv output 2x4
+        for kwargs in ({"pool": 3, "pool_stride": 2, "ceil_mode": True},
+                       {"pool": 5, "pool_stride": 4, "ceil_mode": True},
+                       {"pool": 4, "pool_stride": 3, "pool_padding": 1, "ceil_mode": True}):
+            want = torch_layer(x, self.w, self.b, **kwargs)
+            got = convpool.conv2d_maxpool(x, self.w, self.b, **kwargs)
+            self.assertEqual(got.shape, want.shape, kwargs)
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=str(kwargs))
+
     def test_padding_forms_are_equivalent(self):
         a = self.check(padding=1)
         self.assertEqual(self.check(padding=(1, 1)).tobytes(), a.tobytes())
@@ -385,13 +396,14 @@ class TestLayerKeywords(unittest.TestCase):
         """The library's sizes against LayerSpec.output_size (torch's rule) over a grid."""
         for pool in (1, 2, 3, 4):
             for stride in (1, 2, 3, 5):
-                half = pool // 2
-                for pads in ((0, 0, 0, 0), (half, 0, 0, half), (half,) * 4, (0, half) * 2):
+                half, most = pool // 2, pool - 1      # torch's bound, ONNX's
+                for pads in ((0, 0, 0, 0), (half, 0, 0, half), (half,) * 4, (0, half) * 2,
+                             (most,) * 4, (0, most, most, 0)):
                     for ceil in (False, True):
                         spec = convpool.LayerSpec.make(pool=pool, pool_stride=stride,
                                                        pool_padding=pads, ceil_mode=ceil)
                         with convpool.Operator(self.w, threads=1, **spec.kwargs()) as op:
-                            for h, w in ((7, 7), (8, 12), (9, 4)):
+                            for h, w in ((7, 7), (8, 12), (9, 4), (3, 4), (4, 5)):
                                 _, _, ph, pw = spec.output_size(h, w, 3)
                                 if ph < 1 or pw < 1:
                                     continue
@@ -458,7 +470,7 @@ class TestLayerKeywords(unittest.TestCase):
 
     def test_library_errors_are_surfaced(self):
         cases = [({"pool": 2, "pool_padding": 2}, "pool_padding"),
-                 ({"pool": 3, "pool_padding": (0, 0, 0, 2)}, "pool_padding right"),
+                 ({"pool": 3, "pool_padding": (0, 0, 0, 3)}, "pool_padding right"),
                  ({"pool": 20, "padding": 1}, "pool = 20"),
                  ({"padding": 10**9}, "padding top")]
         for kwargs, text in cases:

@@ -196,7 +196,7 @@ int main(int argc, char **argv) {
       l.activation = (convpool_activation)pick(&r, 0, 2);
       if (l.activation == CONVPOOL_ACTIVATION_CLAMP) l.clamp_min = -0.25f, l.clamp_max = 0.75f;
       l.pool_stride = pick(&r, 0, c.pool);
-      for (int s = 0; s < 4; s++) l.pool_padding[s] = pick(&r, 0, c.pool / 2);
+      for (int s = 0; s < 4; s++) l.pool_padding[s] = pick(&r, 0, c.pool - 1); /* ONNX: < P */
       l.ceil_mode = (int)pick(&r, 0, 1);
       with_params++;
     }

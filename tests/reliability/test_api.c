@@ -959,7 +959,7 @@ static void test_layer_refusals(void) {
   LAYER("padding top -1", l.padding[0] = -1, BAD, "padding top = -1");
   LAYER("padding right 2^40", l.padding[3] = (int64_t)1 << 40, BAD,
         "padding right = 1099511627776");
-  LAYER("pool_padding left 2 > P/2", l.pool_padding[1] = 2, BAD, "pool_padding left = 2");
+  LAYER("pool_padding left 2 = P", l.pool_padding[1] = 2, BAD, "pool_padding left = 2");
   LAYER("pool_padding bottom -1", l.pool_padding[2] = -1, BAD, "pool_padding bottom = -1");
   LAYER("pool_stride -3", l.pool_stride = -3, BAD, "pool_stride = -3");
   LAYER("activation 7", l.activation = (convpool_activation)7, BAD, "activation = 7");
@@ -1049,6 +1049,154 @@ static void test_layer_refusals(void) {
           BAD, "overlaps weights", NULL);
 }
 
+/* ---- sizes at the limits of convpool.h: no arithmetic may overflow ---- */
+
+/* A layer of the fixture (c_out 4, c_in 3, k 3, pool 2). */
+static void fixture_layer(convpool_layer *l) {
+  convpool_layer_init(l, CONVPOOL_FLOAT32, 4, 3, 3, 2);
+}
+
+/* layer_run of l on the fixture must succeed with dst [2, 4, ph, pw] and match the reference. */
+static void expect_layer_runs(const char *what, const convpool_layer *l, int64_t ph, int64_t pw) {
+  arm_outputs();
+  int64_t shape[4] = {0, 0, 0, 0};
+  convpool_op *op = NULL;
+  convpool_status st = convpool_op_create_layer(l, g_w, g_bias, NULL, &op);
+  if (st == CONVPOOL_SUCCESS) st = convpool_op_output_shape(op, 2, 9, 9, shape, NULL);
+  convpool_op_destroy(op);
+  if (st == CONVPOOL_SUCCESS)
+    st = convpool_layer_run(l, g_x, 2, 9, 9, g_w, g_bias, g_out.dst, sizeof g_out.dst, NULL);
+  g_checked++;
+  REL_CHECK(st == CONVPOOL_SUCCESS, "%s: %s (%s)", what, convpool_status_string(st),
+            convpool_last_error());
+  if (st != CONVPOOL_SUCCESS) return;
+  REL_CHECK(shape[0] == 2 && shape[1] == 4 && shape[2] == ph && shape[3] == pw,
+            "%s: output [%lld, %lld, %lld, %lld], want [2, 4, %lld, %lld]", what,
+            (long long)shape[0], (long long)shape[1], (long long)shape[2], (long long)shape[3],
+            (long long)ph, (long long)pw);
+  char why[400];
+  REL_CHECK(rel_check_layer_output(l, 2, 9, 9, g_x, g_w, g_bias, g_out.dst, why, sizeof why) == 1,
+            "%s: %s", what, why);
+}
+
+/*
+ * Values the API takes whose sums and products once overflowed int64 inside
+ * the library (UBSan: signed-integer-overflow). Each is either within the
+ * limits stated in convpool.h and computed correctly, or refused at the
+ * boundary with a message naming it (never a negative size).
+ */
+static void test_size_limits(void) {
+  const convpool_status BAD = CONVPOOL_INVALID_ARGUMENT;
+  const int64_t big = CONVPOOL_MAX_POOL; /* 2^40 */
+  convpool_op *op = NULL;
+  convpool_layer l;
+  char what[160];
+
+  /* k * k: 3037000500^2 > INT64_MAX; 2^31 squared fits, but its bytes do not fit PTRDIFF_MAX */
+  REFUSED("create(k 3037000500)",
+          convpool_op_create(CONVPOOL_FLOAT32, g_w, NULL, 1, 1, 3037000500LL, 1, NULL, &op), BAD,
+          "3037000500", NULL);
+  REFUSED("create(float16 k 3037000500)",
+          convpool_op_create(CONVPOOL_FLOAT16, g_w, NULL, 1, 1, 3037000500LL, 1, NULL, &op), BAD,
+          "3037000500", NULL);
+  REFUSED("create(bfloat16 k 2^31: 2^63 bytes of weights)",
+          convpool_op_create(CONVPOOL_BFLOAT16, g_w, NULL, 1, 1, (int64_t)1 << 31, 1, NULL, &op),
+          BAD, "2147483648", NULL);
+
+  /* The pool window, its stride and its padding: up to CONVPOOL_MAX_POOL. */
+  struct {
+    const char *what;
+    int64_t pool, stride, pad;
+    int ceil_mode;
+    const char *needle;
+  } refused[] = {
+      {"pool 2^40 + 1", big + 1, 0, 0, 0, "pool = 1099511627777"},
+      {"pool INT64_MAX, pool_padding INT64_MAX/2", INT64_MAX, 0, INT64_MAX / 2, 0,
+       "pool = 9223372036854775807"},
+      {"pool INT64_MAX, ceil", INT64_MAX, 1, 0, 1, "pool = 9223372036854775807"},
+      {"pool_stride 2^40 + 1", 2, big + 1, 0, 0, "pool_stride = 1099511627777"},
+      {"pool_stride INT64_MAX, ceil", 2, INT64_MAX, 0, 1, "pool_stride = 9223372036854775807"},
+      {"pool_padding = pool", 3, 0, 3, 0, "pool_padding top = 3"},
+      {"pool_padding INT64_MAX", 2, 0, INT64_MAX, 0, "pool_padding top = 9223372036854775807"},
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    fixture_layer(&l);
+    l.pool = refused[i].pool, l.pool_stride = refused[i].stride, l.ceil_mode = refused[i].ceil_mode;
+    for (int s = 0; s < 4; s++) l.pool_padding[s] = refused[i].pad;
+    snprintf(what, sizeof what, "create_layer(%s)", refused[i].what);
+    REFUSED(what, convpool_op_create_layer(&l, g_w, g_bias, NULL, &op), BAD, refused[i].needle,
+            NULL);
+    snprintf(what, sizeof what, "layer_run(%s)", refused[i].what);
+    REFUSED(what,
+            convpool_layer_run(&l, g_x, 2, 9, 9, g_w, g_bias, g_out.dst, sizeof g_out.dst, NULL),
+            BAD, refused[i].needle, NULL);
+  }
+  REFUSED("one-shot(pool INT64_MAX)",
+          convpool_conv2d_maxpool(CONVPOOL_FLOAT32, g_x, 2, 3, 9, 9, g_w, 4, 3, g_bias, INT64_MAX,
+                                  g_out.dst, sizeof g_out.dst, NULL),
+          BAD, "pool = 9223372036854775807", NULL);
+
+  /* At the limits, on the 7x7 conv output of the fixture. */
+  fixture_layer(&l);
+  l.pool_stride = big; /* the plan's cost once squared it */
+  expect_layer_runs("pool_stride 2^40", &l, 1, 1);
+  l.ceil_mode = 1;
+  expect_layer_runs("pool_stride 2^40, ceil", &l, 1, 1);
+  fixture_layer(&l);
+  l.pool = l.pool_stride = big; /* one window over the whole conv output: the global max */
+  for (int s = 0; s < 4; s++) l.pool_padding[s] = big / 2;
+  expect_layer_runs("pool and pool_stride 2^40, pool_padding 2^39", &l, 1, 1);
+  l.ceil_mode = 1;
+  expect_layer_runs("pool and pool_stride 2^40, pool_padding 2^39, ceil", &l, 1, 1);
+  fixture_layer(&l);
+  l.pool = l.pool_stride = big, l.ceil_mode = 1; /* one partial window: the global max */
+  expect_layer_runs("pool and pool_stride 2^40, ceil", &l, 1, 1);
+  for (int s = 0; s < 4; s++) l.pool_padding[s] = big - 1;
+  expect_layer_runs("pool and pool_stride 2^40, pool_padding 2^40 - 1, ceil", &l, 2, 2);
+  l.ceil_mode = 0;
+  expect_layer_runs("pool and pool_stride 2^40, pool_padding 2^40 - 1", &l, 2, 2);
+  fixture_layer(&l);
+  l.pool = big;
+  REFUSED("layer_run(pool 2^40 > conv 7x7, floor)",
+          convpool_layer_run(&l, g_x, 2, 9, 9, g_w, g_bias, g_out.dst, sizeof g_out.dst, NULL), BAD,
+          "pool = 1099511627776", "7x7");
+
+  /* The input size plus the largest conv padding: once a negative size in the message. */
+  fixture_layer(&l);
+  for (int s = 0; s < 4; s++) l.padding[s] = CONVPOOL_MAX_PADDING;
+  op = NULL;
+  convpool_status st = convpool_op_create_layer(&l, g_w, g_bias, NULL, &op);
+  REL_CHECK(st == CONVPOOL_SUCCESS, "create_layer(padding 2^24): %s", convpool_last_error());
+  if (op == NULL) return;
+  const struct {
+    const char *what;
+    int64_t batch, height, width;
+    const char *needle;
+  } sizes[] = {
+      {"height INT64_MAX - 10", 1, INT64_MAX - 10, 9, "9223372036854775797"},
+      {"width INT64_MAX", 1, 9, INT64_MAX, "9223372036854775807"},
+      {"height and width INT64_MAX", 1, INT64_MAX, INT64_MAX, "9223372036854775807"},
+      {"batch INT64_MAX", INT64_MAX, 9, 9, "9223372036854775807"},
+  };
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    const int64_t b = sizes[i].batch, h = sizes[i].height, w = sizes[i].width;
+    snprintf(what, sizeof what, "output_shape(padding 2^24, %s)", sizes[i].what);
+    REFUSED(what, convpool_op_output_shape(op, b, h, w, g_out.shape, &g_out.bytes), BAD,
+            sizes[i].needle, NULL);
+    REL_CHECK(strstr(convpool_last_error(), "-") == NULL, "%s: a negative size in \"%s\"", what,
+              convpool_last_error());
+    snprintf(what, sizeof what, "run(padding 2^24, %s)", sizes[i].what);
+    REFUSED(what, convpool_op_run(op, g_x, b, h, w, g_out.dst, sizeof g_out.dst), BAD,
+            sizes[i].needle, NULL);
+    snprintf(what, sizeof what, "plan(padding 2^24, %s)", sizes[i].what);
+    REFUSED(what, convpool_op_plan(op, b, h, w, &g_out.plan), BAD, sizes[i].needle, NULL);
+    snprintf(what, sizeof what, "describe(padding 2^24, %s)", sizes[i].what);
+    REFUSED(what, convpool_op_describe(op, b, h, w, g_out.text, sizeof g_out.text), BAD,
+            sizes[i].needle, NULL);
+  }
+  convpool_op_destroy(op);
+}
+
 int main(void) {
   make_fixtures();
   test_plain_functions();
@@ -1082,6 +1230,7 @@ int main(void) {
   test_one_shot();
   test_busy();
   test_layer_refusals();
+  test_size_limits();
 
   REL_CHECK(memcmp(g_x, g_x_copy, sizeof g_x) == 0 && memcmp(g_w, g_w_copy, sizeof g_w) == 0 &&
                 memcmp(g_bias, g_bias_copy, sizeof g_bias) == 0,

@@ -323,8 +323,8 @@ expect_refused "padding twice" "$d" 'duplicate key "padding"'
 d=$(new_dir padfilter goodlayer)
 set_meta "$d" 's/"filter": 3/"filter": 11/; s/"padding": \[1, 0, 2, 1\]/"padding": [0, 0, 0, 1]/'
 expect_refused "filter 11 larger than the padded input 10x10" "$d" "padded input 10x10 is smaller than the filter k = 11"
-d=$(new_dir ppad goodlayer); set_meta "$d" 's/"pool_padding": \[1, 1, 1, 1\]/"pool_padding": [1, 2, 1, 1]/'
-expect_refused "pool_padding left 2 > pool 3 / 2 (the library refuses)" "$d" "pool_padding left = 2 must be in 0..1"
+d=$(new_dir ppad goodlayer); set_meta "$d" 's/"pool_padding": \[1, 1, 1, 1\]/"pool_padding": [1, 3, 1, 1]/'
+expect_refused "pool_padding left 3, not below pool 3 (the library refuses)" "$d" "pool_padding left = 3 must be in 0..2"
 d=$(new_dir ppadobj goodlayer); set_meta "$d" 's/"pool_padding": \[1, 1, 1, 1\]/"pool_padding": {"top": 1}/'
 expect_refused "pool_padding an object" "$d" '"pool_padding" must be an array'
 d=$(new_dir stride0 goodlayer); set_meta "$d" 's/"pool_stride": 2/"pool_stride": 0/'

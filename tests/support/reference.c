@@ -11,22 +11,30 @@ static double cp_ref_load(convpool_dtype dtype, const void *base, size_t i) {
   return ((const float *)base)[i];
 }
 
-/* Pooled outputs along a side, torch's rule (floor or ceil; with ceil, a last
-   window that would start in the bottom/right padding is dropped). */
-static int64_t cp_ref_pooled(int64_t conv, int64_t pool, int64_t stride, int64_t lo, int64_t hi,
+/* 128-bit integers: the shapes below are computed without any possible
+   overflow, and independently of the library's own arithmetic. */
+__extension__ typedef __int128 cp_ref_wide;
+
+/* Pooled outputs along a side: torch's pooling_output_shape, literally,
+   n = div_rtn(conv + lo + hi - (pool - 1) - 1 (+ stride - 1 with ceil), stride) + 1,
+   less one with ceil when that last window would start at or past conv + lo
+   (in the bottom/right padding). 0 when not even one window fits. */
+static int64_t cp_ref_pooled(cp_ref_wide conv, int64_t pool, int64_t stride, int64_t lo, int64_t hi,
                              int ceil_mode) {
-  const int64_t span = conv + lo + hi - pool;
-  if (span < 0) return 0;
-  int64_t n = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
+  const cp_ref_wide num =
+      conv + lo + hi - ((cp_ref_wide)pool - 1) - 1 + (ceil_mode ? (cp_ref_wide)stride - 1 : 0);
+  cp_ref_wide n = num / stride;
+  if (num % stride != 0 && num < 0) n--; /* div_rtn rounds toward -infinity */
+  n++;
   if (ceil_mode && (n - 1) * stride >= conv + lo) n--;
-  return n;
+  return n < 1 ? 0 : n > INT64_MAX ? INT64_MAX : (int64_t)n;
 }
 
 void cp_reference_shape(const convpool_layer *l, int64_t height, int64_t width, int64_t *ph,
                         int64_t *pw) {
   const int64_t s = l->pool_stride ? l->pool_stride : l->pool;
-  const int64_t oh = height + l->padding[0] + l->padding[2] - l->k + 1;
-  const int64_t ow = width + l->padding[1] + l->padding[3] - l->k + 1;
+  const cp_ref_wide oh = (cp_ref_wide)height + l->padding[0] + l->padding[2] - l->k + 1;
+  const cp_ref_wide ow = (cp_ref_wide)width + l->padding[1] + l->padding[3] - l->k + 1;
   *ph = oh < 1
             ? 0
             : cp_ref_pooled(oh, l->pool, s, l->pool_padding[0], l->pool_padding[2], l->ceil_mode);
@@ -51,11 +59,13 @@ void cp_reference_layer(const convpool_layer *l, const void *src, int64_t batch,
         for (int64_t x = 0; x < pw; x++) {
           double best = -INFINITY, best_bound = 0.0;
           int seen_nan = 0;
-          for (int64_t dy = 0; dy < pool; dy++)
-            for (int64_t dx = 0; dx < pool; dx++) {
-              const int64_t r = y * stride - l->pool_padding[0] + dy;
-              const int64_t c = x * stride - l->pool_padding[1] + dx;
-              if (r < 0 || r >= oh || c < 0 || c >= ow) continue; /* -inf padding */
+          /* the window's rows and columns inside the conv output (the rest is -inf
+             padding, or past the end in ceil sizing) */
+          const int64_t r0 = y * stride - l->pool_padding[0], c0 = x * stride - l->pool_padding[1];
+          const int64_t r_end = r0 + pool < oh ? r0 + pool : oh;
+          const int64_t c_end = c0 + pool < ow ? c0 + pool : ow;
+          for (int64_t r = r0 < 0 ? 0 : r0; r < r_end; r++)
+            for (int64_t c = c0 < 0 ? 0 : c0; c < c_end; c++) {
               double sum = 0.0, abs_sum = 0.0;
               for (int64_t ci = 0; ci < c_in; ci++)
                 for (int64_t i = 0; i < k; i++)
