@@ -180,15 +180,64 @@ static size_t cp_wino_tw_pad(const cp_plan *pl, int64_t q) {
 }
 
 /* The most tile rows and tiles per row of any item of the plan's size. */
+/*
+ * The items along a side, for the plan's loops over them: every item start
+ * when there are at most CP_WINO_SIDE_ITEMS, else the first and the last
+ * CP_WINO_SIDE_ITEMS / 2 and one interior item standing for the rest
+ * (weight: how many). Interior items all have the same span (items start on
+ * whole tiles), so sums and maxima over the samples are exact unless the pool
+ * padding clips more than half the samples' worth of items, where the
+ * tile-count maximum takes the unclipped span (an upper bound) instead.
+ */
+#define CP_WINO_SIDE_ITEMS 64
+typedef struct cp_wino_side {
+  int64_t q[CP_WINO_SIDE_ITEMS + 1], weight[CP_WINO_SIDE_ITEMS + 1];
+  int n;
+  int64_t interior; /* index into q of the item standing for the rest, or -1 */
+} cp_wino_side;
+
+static cp_wino_side cp_wino_side_items(int64_t outputs, int64_t per_item) {
+  cp_wino_side s;
+  const int64_t count = (outputs + per_item - 1) / per_item, half = CP_WINO_SIDE_ITEMS / 2;
+  s.n = 0, s.interior = -1;
+  for (int64_t i = 0; i < count; i++) {
+    if (count > CP_WINO_SIDE_ITEMS && i == half) { /* the interior ones */
+      s.interior = s.n;
+      s.q[s.n] = i * per_item, s.weight[s.n++] = count - 2 * half;
+      i = count - half - 1;
+      continue;
+    }
+    s.q[s.n] = i * per_item, s.weight[s.n++] = 1;
+  }
+  return s;
+}
+
+/* Tiles of the unclipped conv span of the items starting at pooled output q
+   (all items have at most this many). */
+static size_t cp_wino_tiles_unclipped(const cp_plan *pl, int64_t q, int64_t n, int64_t pad) {
+  const int64_t a = q * pl->stride - pad, b = (q + n - 1) * pl->stride - pad + pl->pool;
+  const int64_t lo = a >= 0 ? a / CP_WINO_M : -((-a + CP_WINO_M - 1) / CP_WINO_M);
+  const int64_t hi = b >= 0 ? (b + CP_WINO_M - 1) / CP_WINO_M : -(-b / CP_WINO_M);
+  return (size_t)(hi - lo);
+}
+
+/* The most tile rows and tiles per row of any item of the plan's size. */
 static cp_wino_tiles cp_wino_tiles_max(cp_plan *pl) {
   cp_wino_tiles t;
   memset(&t, 0, sizeof t);
-  for (int64_t q = 0; q < pl->ph; q += pl->group) {
-    const size_t th = cp_wino_th(pl, q);
+  const cp_wino_side rows = cp_wino_side_items(pl->ph, pl->group);
+  const cp_wino_side cols = cp_wino_side_items(pl->pw, pl->col_block);
+  for (int i = 0; i < rows.n; i++) {
+    size_t th = cp_wino_th(pl, rows.q[i]);
+    if (i == rows.interior)
+      th = cp_wino_tiles_unclipped(pl, rows.q[i], pl->group, pl->pool_pad[CP_TOP]);
     if (th > t.th) t.th = th;
   }
-  for (int64_t q = 0; q < pl->pw; q += pl->col_block) {
-    const size_t tw = cp_wino_tw_pad(pl, q);
+  for (int i = 0; i < cols.n; i++) {
+    size_t tw = cp_wino_tw_pad(pl, cols.q[i]);
+    if (i == cols.interior)
+      tw = cp_round_up(cp_wino_tiles_unclipped(pl, cols.q[i], pl->col_block, pl->pool_pad[CP_LEFT]),
+                       4);
     if (tw > t.tw_pad) t.tw_pad = tw;
   }
   t.tw = t.tw_pad;
@@ -276,13 +325,16 @@ static double cp_wino_cost(const cp_plan *pl) {
   const double co = (double)((pl->co_blocks - 1) * s->uk->mr + s->uk_tail->mr);
   const double per_point = CP_WINO_POINTS * (double)pl->c_in * co;
   double lanes = 0, copy = 0, items = 0;
-  for (int64_t qy = 0; qy < pl->ph; qy += pl->group) {
-    const size_t th = cp_wino_th(pl, qy);
-    for (int64_t qx = 0; qx < pl->pw; qx += pl->col_block) {
-      const size_t tw = cp_wino_tw_pad(pl, qx);
-      lanes += (double)((th * tw + nr - 1) / nr * nr);
-      copy += (double)(CP_WINO_M * th + 2) * (double)(CP_WINO_M * tw + 2);
-      items += 1;
+  const cp_wino_side rows = cp_wino_side_items(pl->ph, pl->group);
+  const cp_wino_side cols = cp_wino_side_items(pl->pw, pl->col_block);
+  for (int i = 0; i < rows.n; i++) {
+    const size_t th = cp_wino_th(pl, rows.q[i]);
+    for (int j = 0; j < cols.n; j++) {
+      const size_t tw = cp_wino_tw_pad(pl, cols.q[j]);
+      const double weight = (double)rows.weight[i] * (double)cols.weight[j];
+      lanes += weight * (double)((th * tw + nr - 1) / nr * nr);
+      copy += weight * (double)(CP_WINO_M * th + 2) * (double)(CP_WINO_M * tw + 2);
+      items += weight;
     }
   }
   return (lanes * per_point + items * pl->cfg->wino_u_cost * per_point +

@@ -1195,6 +1195,35 @@ static void test_size_limits(void) {
             sizes[i].needle, NULL);
   }
   convpool_op_destroy(op);
+
+  /* A huge conv output within the limits: every algorithm plans it at once
+     (Winograd's plan once walked every item for each candidate size: 2^25
+     pooled rows here). The ctest timeout catches a hang. */
+  const convpool_algo algos[] = {CONVPOOL_ALGO_AUTO, CONVPOOL_ALGO_WINOGRAD,
+                                 CONVPOOL_ALGO_SHIFT_REDUCE, CONVPOOL_ALGO_IM2COL};
+  static float w8[8 * 8 * 3 * 3];
+  for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++) {
+    convpool_layer huge;
+    convpool_layer_init(&huge, CONVPOOL_FLOAT32, 8, 8, 3, 1);
+    for (int s = 0; s < 4; s++) huge.padding[s] = CONVPOOL_MAX_PADDING;
+    convpool_options o;
+    convpool_options_init(&o);
+    o.algo = algos[a];
+    op = NULL;
+    st = convpool_op_create_layer(&huge, w8, NULL, &o, &op);
+    REL_CHECK(st == CONVPOOL_SUCCESS, "create_layer(8 channels, padding 2^24, %s): %s",
+              convpool_algo_name(algos[a]), convpool_last_error());
+    if (op == NULL) continue;
+    int64_t shape[4];
+    st = convpool_op_output_shape(op, 1, 9, 9, shape, NULL);
+    REL_CHECK(st == CONVPOOL_SUCCESS && shape[2] == 9 + 2 * CONVPOOL_MAX_PADDING - 2,
+              "output_shape(padding 2^24, %s): %s", convpool_algo_name(algos[a]),
+              convpool_last_error());
+    st = convpool_op_describe(op, 1, 9, 9, g_out.text, sizeof g_out.text);
+    REL_CHECK(st == CONVPOOL_SUCCESS, "describe(padding 2^24, %s): %s",
+              convpool_algo_name(algos[a]), convpool_last_error());
+    convpool_op_destroy(op);
+  }
 }
 
 int main(void) {
