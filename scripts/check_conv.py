@@ -12,7 +12,7 @@ w.bin, bias.bin (when bias) and out.bin, raw little-endian arrays in C order
 
 Recomputes the layer with the NumPy and torch references (they must agree)
 on the exact input values (bfloat16: the decoded patterns), judges out.bin
-with the rules of python/convpool/reference.py, and prints the
+with the rules of tests/support/reference.py, and prints the
 tolerance, max |delta|, the number of bad elements, a damage map (bad elements
 per batch, per block of 16 output channels, per pooled row) and how many
 outputs equal the bias exactly (an output equal to its bias means the conv
@@ -33,7 +33,8 @@ sys.path.insert(0, str(REPO / "python"))
 
 import numpy as np  # noqa: E402
 
-from convpool import reference as ref_mod  # noqa: E402
+sys.path.insert(0, str(REPO / "tests" / "support"))
+import reference as ref_mod  # noqa: E402  (the test oracle, tests/support/reference.py)
 from convpool.layer import LayerSpec, pooled_size  # noqa: E402
 
 META_KEYS = ("dtype", "batch", "in_channels", "out_channels", "height", "width",

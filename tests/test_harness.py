@@ -21,7 +21,7 @@ ONNX's pool padding up to P - 1, a window larger than the conv output with
 ceil sizing (torch's one partial window), NaN/Inf through all of it; their names carry the parameters ("pad1 relu
 stride2 ppad1 ceil").
 Every case is checked against two float64 references (NumPy and torch, see
-python/convpool/reference.py) computed on the exact input values (for
+tests/support/reference.py) computed on the exact input values (for
 bfloat16: the decoded bit patterns). The references must agree with each
 other before our result is judged; if they do not, the case fails. Besides
 the values, each case checks that:
@@ -57,7 +57,8 @@ sys.path.insert(0, str(REPO / "python"))
 import numpy as np  # noqa: E402
 
 import convpool  # noqa: E402
-from convpool import reference as ref_mod  # noqa: E402
+sys.path.insert(0, str(REPO / "tests" / "support"))
+import reference as ref_mod  # noqa: E402  (the test oracle, tests/support/reference.py)
 
 GUARD = 64                 # elements of sentinel on each side of the output
 SWEEP_MAX_FLOPS = 3e8      # thread-count sweep only for cases below this size

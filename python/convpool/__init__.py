@@ -53,8 +53,9 @@ offending value.
 
 The library is located on first use (``$CONVPOOL_LIB``, then the library an
 installed package was installed with, then ``build/lib/libconvpool.so`` in
-this repository, then the system path); see ``convpool._native``. ``convpool.reference`` needs numpy (and torch for the
-second reference) but not the library.
+this repository, then the system path); see ``convpool._native``. The float64
+references the tests judge results with live with the tests
+(tests/support/reference.py), not in this package.
 """
 
 import ctypes

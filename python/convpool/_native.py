@@ -1,7 +1,7 @@
 """Locating and loading libconvpool, and the ctypes declarations of its C API.
 
 The library is loaded lazily, on the first call that needs it, so that the
-pure-Python parts of the package (``convpool.reference``) work without it.
+pure-Python parts of the package (``convpool.layer``, ``convpool.bfloat16``) work without it.
 
 Lookup order (see ``candidate_paths``):
 

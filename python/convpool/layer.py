@@ -20,7 +20,7 @@ ceil_mode     ceil sizing: PH = ceil((OH + top + bottom - P) / S) + 1, less
               than the padded OH by less than S); PW likewise.
 
 Pure Python (numpy only for the float32 rounding of clamp bounds); used by
-the binding, by convpool.reference and by convpool.torch.
+the binding, by convpool.torch and by the test oracle (tests/support/reference.py).
 """
 
 import math

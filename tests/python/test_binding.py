@@ -22,7 +22,8 @@ sys.path.insert(0, str(REPO / "python"))
 import numpy as np  # noqa: E402
 
 import convpool  # noqa: E402
-from convpool import reference  # noqa: E402
+sys.path.insert(0, str(REPO / "tests" / "support"))
+import reference  # noqa: E402  (the test oracle, tests/support/reference.py)
 
 
 def expected(x, w, bias=None, pool=1):
@@ -298,7 +299,7 @@ class TestErrors(unittest.TestCase):
 
 def torch_layer(x, w, bias=None, pool=1, padding=0, activation=None, pool_stride=None,
                 pool_padding=0, ceil_mode=False):
-    """The layer in float64 through torch, written out here (not convpool.reference)."""
+    """The layer in float64 through torch, written out here (not the oracle reference.py)."""
     import torch
     import torch.nn.functional as F
     t = torch.from_numpy
@@ -733,7 +734,7 @@ class TestLibraryLookup(unittest.TestCase):
     def test_import_without_library_is_lazy(self):
         env = dict(os.environ, CONVPOOL_LIB="/nonexistent/libconvpool.so",
                    PYTHONPATH=str(REPO / "python"))
-        proc = self.run_python("import convpool.reference as r; print(r.output_size(5, 5, 3, 2))",
+        proc = self.run_python("import convpool.layer as l; print(l.LayerSpec.of(2).output_size(5, 5, 3))",
                                env)
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertIn("(3, 3, 1, 1)", proc.stdout)

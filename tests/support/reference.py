@@ -70,8 +70,8 @@ Debian's torch 1.13 on CPUs without AVX-512 BF16) the check is skipped.
 
 import numpy as np
 
-from .bfloat16 import bfloat16_round_float64, bfloat16_to_float32, float32_to_bfloat16
-from .layer import LayerSpec, pooled_size
+from convpool.bfloat16 import bfloat16_round_float64, bfloat16_to_float32, float32_to_bfloat16
+from convpool.layer import LayerSpec, pooled_size
 
 FLOAT32_RTOL = 1e-5          # per sum|x*w|, for the "bound" criterion
 FLOAT32_ATOL = 1e-6
