@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "algo.h"
+#include "sr-kernels.h"
 
 /* The plan's own state: the strip of the item size. */
 typedef struct cp_im2col_plan {

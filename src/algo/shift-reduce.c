@@ -7,7 +7,7 @@
  */
 #include <stdio.h>
 
-#include "algo.h"
+#include "sr-kernels.h"
 
 /* The plan's own state: the panel of the item size. */
 typedef struct cp_sr_plan {

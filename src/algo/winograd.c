@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "../winograd/winograd.h"
-#include "algo.h"
+#include "sr-kernels.h"
 
 /* The setup's own state: shift-reduce's first (a handed-over run and the
    direct tiles read it), then where U and the blocks' flags lie in the

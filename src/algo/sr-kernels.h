@@ -1,0 +1,76 @@
+/*
+ * What the algorithms built on the shift-reduce kernels share (shift-reduce,
+ * im2col and Winograd's direct tiles and products): the kernels' setup, its
+ * weights and the input panel of an item. Included by those algorithms'
+ * files only; the plan and the boundary see algo.h alone.
+ */
+#ifndef CONVPOOL_ALGO_SR_KERNELS_H
+#define CONVPOOL_ALGO_SR_KERNELS_H
+
+#include "../driver.h"
+#include "../kernels/ukernel.h"
+#include "../pack.h"
+#include "algo.h"
+
+/*
+ * The shift-reduce kernels' setup (shift-reduce.c), which im2col and
+ * Winograd build on: the main kernel, the kernel of the last channel block,
+ * and the weights in channel blocks for them (pack.h).
+ */
+typedef struct cp_sr_setup {
+  const cp_sr_ukernel *uk;      /* main microkernel */
+  const cp_sr_ukernel *uk_tail; /* kernel of the last channel block (may be uk) */
+  int64_t c_steps;              /* contraction steps over channels: c_in / uk->cpack */
+  size_t weight_block_bytes;    /* bytes of one channel block of the blocked weights */
+} cp_sr_setup;
+
+/* Choose the shift-reduce kernels of `dtype` (falling back to float32) for
+   the layer and size their blocked weights. */
+convpool_status cp_sr_setup_kernels(const cp_layer *layer, const cp_cpu *cpu, convpool_dtype dtype,
+                                    cp_algo_setup *setup);
+
+static inline const cp_sr_setup *cp_sr_setup_of(const cp_algo_setup *setup) {
+  return CP_ALGO_STATE(const cp_sr_setup, setup->state);
+}
+
+/* The blocked weights of the setup (pack.h) into packed. */
+void cp_sr_pack_weights(const cp_layer *layer, const cp_algo_setup *setup, const void *weights,
+                        float *packed);
+
+/* Items advance by whole register tiles along the row (item_units). */
+void cp_sr_item_units(const cp_plan *pl, int64_t *rows, int64_t *cols);
+
+/* Modelled cost per pooled output of an item of `tiles` register tiles per
+   channel block over a panel of `floats` elements: kernel lanes plus copying. */
+double cp_sr_cost(const cp_plan *pl, size_t tiles, size_t floats);
+
+/* The plan's lines on the register tile and the panel (of `input_rows`
+   input rows), `sweep` saying how the panel is swept. */
+void cp_sr_describe_tile(const cp_plan *pl, int64_t input_rows, const char *sweep, char *text,
+                         size_t capacity);
+
+/* The kernel of channel block cb and its weights. */
+static inline cp_sr_ukernel_fn cp_sr_block_kernel(const cp_plan *pl, int64_t cb) {
+  const cp_sr_setup *s = cp_sr_setup_of(pl->setup);
+  return cb + 1 == pl->co_blocks ? s->uk_tail->fn : s->uk->fn;
+}
+static inline const float *cp_sr_block_weights(const cp_run *r, int64_t cb) {
+  return r->packed +
+         (size_t)cb * (cp_sr_setup_of(r->pl->setup)->weight_block_bytes / sizeof(float));
+}
+
+/* The source of an item's panel (pack.h): image b of the run's src. */
+static inline cp_panel_src cp_panel_src_of(const cp_run *r, int64_t b) {
+  const cp_plan *pl = r->pl;
+  cp_panel_src s;
+  s.image = r->src +
+            (size_t)b * (size_t)pl->c_in * (size_t)pl->height * (size_t)pl->width * pl->elem_size;
+  s.elem_size = pl->elem_size;
+  s.c_in = pl->c_in, s.height = pl->height, s.width = pl->width;
+  s.cpack = (size_t)cp_sr_setup_of(pl->setup)->uk->cpack;
+  s.widen = r->widen;
+  s.ahead_rows = (size_t)pl->cfg->pack_ahead_rows;
+  return s;
+}
+
+#endif
