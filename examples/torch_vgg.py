@@ -5,13 +5,16 @@
     python3 examples/torch_vgg.py --models vgg11 --batch 2 --runs 7
 
 The models are built from torchvision's definitions with weights=None and a
-fixed seed (nothing is downloaded). convpool.torch.fuse() replaces each
-Conv2d -> ReLU -> [MaxPool2d] run by one ConvPool2d; what it cannot run
-(AlexNet's stride-4 first conv) stays with torch. The script prints the fuse
-report, the accuracy of the fused model (max|d| / max|ref| of the logits),
-then per fused layer and for the whole model the median time of --runs runs
-after a warm-up, torch against convpool, both on the library's usable CPUs
-(torch.set_num_threads). About a minute on 2 cores.
+fixed seed (nothing is downloaded). convpool.torch.fuse(model, x) replaces
+each Conv2d -> ReLU -> [MaxPool2d] chain by one ConvPool2d after timing it
+against torch on x (torch keeps the layers where it is faster); what it
+cannot run (AlexNet's stride-4 first conv) stays with torch. The script
+prints the fuse report, the accuracy of the fused model (max|d| / max|ref|
+of the logits), then per fused layer the times fuse() measured (best of
+--runs, alternating) and for the whole model the median of --runs runs after
+a warm-up, torch against convpool, both on the library's usable CPUs
+(torch.set_num_threads; convpool's pool follows torch). About a minute on 2
+cores. examples/torch_models.py does the same for more models.
 
 Needs torch and torchvision (Debian: python3-torch, python3-torchvision) and
 libconvpool (build/lib, $CONVPOOL_LIB, or an installed package).
@@ -30,7 +33,6 @@ except ImportError:                      # running from a source checkout
     import convpool
 
 import torch
-from torch import nn
 
 import convpool.torch as cpt
 
@@ -53,53 +55,33 @@ def median_time(fn, x, runs):
     return statistics.median(times)
 
 
-def module_at(model, path):
-    for name in path.split("."):
-        model = model._modules[name]
-    return model
+def layer_rows(report, model, x):
+    """Per fused layer: (path, what, in shape, out shape, GFLOP, torch s, convpool s).
 
-
-def parent_and_index(model, path):
-    parent, _, name = path.rpartition(".")
-    seq = module_at(model, parent) if parent else model
-    return seq, list(seq._modules).index(name)
-
-
-def layer_rows(model, fused, report, x, runs):
-    """Per fused layer: (path, what, in shape, out shape, GFLOP, torch s, convpool s)."""
+    The times are fuse(model, x)'s: best of its trials, torch and convpool
+    alternating on the layer's input in the model.
+    """
     inputs = {}
     hooks = []
-    for path, _ in report.fused:
-        def keep(module, args, path=path):
-            inputs[path] = args[0].detach().clone()
-        hooks.append(module_at(model, path).register_forward_pre_hook(keep))
+    for entry in report.fused:
+        def keep(module, args, path=entry.path):
+            inputs[path] = tuple(args[0].shape)
+        hooks.append(model.get_submodule(entry.path).register_forward_pre_hook(keep))
     with torch.no_grad():
         model(x)
     for h in hooks:
         h.remove()
     rows = []
-    for path, what in report.fused:
-        seq, i = parent_and_index(model, path)
-        fused_seq, _ = parent_and_index(fused, path)
-        originals = list(seq._modules.values())
-        replaced = list(fused_seq._modules.values())
-        end = i + 1
-        while end < len(replaced) and type(replaced[end]) is nn.Identity \
-                and type(originals[end]) is not nn.Identity:
-            end += 1
-        torch_layers = nn.Sequential(*originals[i:end])
-        ours = replaced[i]
-        xin = inputs[path]
-        with torch.no_grad():
-            out = ours(xin)
-        conv = originals[i]
+    for entry in report.fused:
+        conv = model.get_submodule(entry.path)
+        shape_in = inputs[entry.path]
         k = conv.kernel_size[0]
-        pads = ours.spec.padding
-        oh = xin.shape[2] + pads[0] + pads[2] - k + 1
-        ow = xin.shape[3] + pads[1] + pads[3] - k + 1
-        gflop = 2e-9 * xin.shape[0] * conv.out_channels * oh * ow * conv.in_channels * k * k
-        rows.append((path, what, tuple(xin.shape), tuple(out.shape), gflop,
-                     median_time(torch_layers, xin, runs), median_time(ours, xin, runs)))
+        pads = cpt.conv_padding(conv)
+        oh = shape_in[2] + pads[0] + pads[2] - k + 1
+        ow = shape_in[3] + pads[1] + pads[3] - k + 1
+        gflop = 2e-9 * shape_in[0] * conv.out_channels * oh * ow * conv.in_channels * k * k
+        rows.append((entry.path, entry.source, shape_in, gflop, entry.torch_ms * 1e-3,
+                     entry.convpool_ms * 1e-3))
     return rows
 
 
@@ -107,7 +89,8 @@ def run(name, batch, runs):
     torch.manual_seed(0)
     model = getattr(torchvision.models, name)(weights=None).eval()
     x = torch.rand(batch, 3, 224, 224)
-    fused, report = cpt.fuse(model)
+    # Each layer timed against torch on x; torch keeps those where it is faster.
+    fused, report = cpt.fuse(model, x, report=True, trials=runs)
     print(f"\n=== {name}, batch {batch}, 224x224 ===")
     print(report)
     with torch.no_grad():
@@ -115,25 +98,24 @@ def run(name, batch, runs):
     error = float((got - want).abs().max() / want.abs().max())
     print(f"accuracy: max|fused - torch| / max|torch| = {error:.2g} over {want.numel()} logits")
 
-    rows = layer_rows(model, fused, report, x, runs)
-    print(f"\nper fused layer (median of {runs} runs after a warm-up):")
-    print(f"| layer | what | input | output | GFLOP | torch ms | convpool ms | speed-up |")
-    print("|---|---|---|---|---:|---:|---:|---:|")
-    for path, what, shape_in, shape_out, gflop, t_torch, t_ours in rows:
-        print(f"| {path} | {what} | {'x'.join(map(str, shape_in[1:]))} | "
-              f"{'x'.join(map(str, shape_out[1:]))} | {gflop:.2f} | {t_torch * 1e3:.1f} | "
-              f"{t_ours * 1e3:.1f} | {t_torch / t_ours:.2f} |")
-    sum_torch = sum(r[5] for r in rows)
-    sum_ours = sum(r[6] for r in rows)
-    print(f"| all fused layers | | | | {sum(r[4] for r in rows):.2f} | {sum_torch * 1e3:.1f} | "
-          f"{sum_ours * 1e3:.1f} | {sum_torch / sum_ours:.2f} |")
+    rows = layer_rows(report, model, x)
+    print(f"\nper fused layer (best of {runs} runs after a warm-up, alternating):")
+    print("| layer | what | input | GFLOP | torch ms | convpool ms | speed-up |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    for path, what, shape_in, gflop, t_torch, t_ours in rows:
+        print(f"| {path} | {what} | {'x'.join(map(str, shape_in[1:]))} | {gflop:.2f} | "
+              f"{t_torch * 1e3:.1f} | {t_ours * 1e3:.1f} | {t_torch / t_ours:.2f} |")
+    sum_torch = sum(r[4] for r in rows)
+    sum_ours = sum(r[5] for r in rows)
+    if rows:
+        print(f"| all fused layers | | | {sum(r[3] for r in rows):.2f} | {sum_torch * 1e3:.1f} | "
+              f"{sum_ours * 1e3:.1f} | {sum_torch / sum_ours:.2f} |")
     t_model = median_time(model, x, runs)
     t_fused = median_time(fused, x, runs)
-    print(f"\nwhole model: torch {t_model * 1e3:.1f} ms, fused {t_fused * 1e3:.1f} ms "
-          f"(speed-up {t_model / t_fused:.2f})")
+    print(f"\nwhole model (median of {runs}): torch {t_model * 1e3:.1f} ms, fused "
+          f"{t_fused * 1e3:.1f} ms (speed-up {t_model / t_fused:.2f})")
     return {"model": name, "error": error, "torch_ms": t_model * 1e3,
-            "fused_ms": t_fused * 1e3, "layers_torch_ms": sum_torch * 1e3,
-            "layers_fused_ms": sum_ours * 1e3}
+            "fused_ms": t_fused * 1e3}
 
 
 def main(argv=None):

@@ -14,7 +14,12 @@
  *
  * Every function returns a convpool_status. On failure, convpool_last_error()
  * gives a message (per thread) that names the offending value, and dst is left
- * untouched. The library never aborts, exits or prints.
+ * untouched. The library never aborts or exits, and prints only when asked:
+ * with CONVPOOL_VERBOSE=1 in the environment (read once, at the first
+ * operator created) it writes one line to stderr per operator created (its
+ * algorithm, kernel, layer shape and threads), per run (input and output
+ * shapes, threads, work items, wall time) and per failed create or run (the
+ * status and message).
  */
 #ifndef CONVPOOL_H
 #define CONVPOOL_H
@@ -128,6 +133,9 @@ typedef struct convpool_options {
                                             Winograd rounds it up to whole 4x4 tiles
                                             (convpool_op_plan reports the value used) */
   const convpool_allocator *allocator; /**< NULL = the global allocator */
+  int shared_pool; /**< 1: run on the process-wide thread pool (convpool_shared_pool_set_threads)
+                        instead of threads of the operator's own; `threads` must then be 0.
+                        0 (default): the operator starts and owns its threads */
 } convpool_options;
 
 /** Activation applied to conv + bias, before the pooling. */
@@ -238,8 +246,39 @@ CONVPOOL_API convpool_status convpool_algo_from_name(const char *name, convpool_
  */
 CONVPOOL_API size_t convpool_algo_list(convpool_algo *algos, size_t capacity);
 
-/** Fill options with the defaults (all threads, auto algorithm, planned items). */
+/** Fill options with the defaults (all threads, auto algorithm, planned items, own pool). */
 CONVPOOL_API void convpool_options_init(convpool_options *options);
+
+/**
+ * The process-wide thread pool, run on by every operator created with
+ * options.shared_pool = 1, so that a process with many operators (a whole
+ * network) keeps one set of threads. Its size is the usable CPUs (read when
+ * its threads start) unless set here; its threads start when the first such
+ * operator is created and stay until the size changes.
+ *
+ * Runs on the shared pool are serialised: a run of a shared-pool operator
+ * waits while another one's run holds the pool (it neither fails nor starts
+ * threads of its own), then runs with every thread of the pool. Operators
+ * with their own threads (shared_pool = 0) are not affected. Results do not
+ * depend on the size, as for any thread count.
+ *
+ * @param threads  threads of the pool, the caller of a run included (1..1024;
+ *                 1: runs on the calling thread only, no workers); 0 = the
+ *                 usable CPUs, read now
+ * @returns CONVPOOL_SUCCESS once a pool of that size is in place (waiting for
+ *          a run in flight to end first); CONVPOOL_INVALID_ARGUMENT for a count
+ *          out of range; CONVPOOL_OUT_OF_MEMORY or CONVPOOL_INTERNAL_ERROR if
+ *          the new threads cannot be started, in which case the pool keeps its
+ *          previous size
+ */
+CONVPOOL_API convpool_status convpool_shared_pool_set_threads(int threads);
+
+/**
+ * The size of the process-wide pool: the threads it has, or will start with
+ * at first use.
+ * @param threads  receives the count
+ */
+CONVPOOL_API convpool_status convpool_shared_pool_get_threads(int *threads);
 
 /**
  * Replace the global allocator used when options->allocator is NULL.

@@ -5,7 +5,7 @@
 #   scripts/install-deps.sh --ci   also the sanitizer, fuzzing and valgrind tools
 set -eu
 packages="cmake make gcc pkg-config python3 python3-numpy python3-torch python3-torchvision
-  python3-onnx"
+  python3-onnx python3-pip python3-setuptools python3-wheel python3-venv"
 if [ "${1:-}" = "--ci" ]; then
   packages="$packages clang clang-format libclang-rt-14-dev valgrind"
 fi

@@ -17,6 +17,9 @@ void cp_clear_error(void);
 
 /* ---- sizes shared by every room ---- */
 
+/* The most threads an operator or the shared pool may have. */
+#define CP_MAX_THREADS 1024
+
 /* Bytes of a cache line: scratch regions start on one, and padded strides
    count in them. */
 #define CP_CACHE_LINE 64

@@ -2,11 +2,16 @@
  * The public API and the operator's lifecycle: validation at the boundary,
  * create (choose the algorithm, pack the weights, start the threads), run,
  * destroy, introspection and the one-shot call. The plan is plan.c, the
- * work is driver.c and the algorithms are in algo/.
+ * work is driver.c and the algorithms are in algo/. CONVPOOL_VERBOSE=1 makes
+ * create and run print one line each to stderr (the only output of the
+ * library).
  */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "algo/algo.h"
@@ -27,7 +32,8 @@ struct convpool_op {
   convpool_algo requested; /* as asked (auto, or a named algorithm) */
   const cp_algorithm *algo;
   cp_algo_setup setup;
-  int threads;
+  int threads;                         /* of its own pool; 0 on the shared pool */
+  int shared;                          /* runs on the process-wide pool */
   int rows_per_item;                   /* forced, or 0 */
   convpool_allocator allocator_copy;   /* the caller's struct need not outlive the op */
   const convpool_allocator *allocator; /* &allocator_copy */
@@ -35,14 +41,31 @@ struct convpool_op {
   cp_epilogue epilogue;
   unsigned char *scratch; /* per-thread scratch, kept between runs */
   size_t scratch_bytes;
-  unsigned char *shared; /* the run's shared workspace, kept between runs */
-  size_t shared_bytes;
+  unsigned char *workspace; /* the run's shared workspace, kept between runs */
+  size_t workspace_bytes;
   cp_phase_times *times; /* per-thread phase times of the current run */
+  int times_count;       /* threads `times` has room for */
   convpool_run_stats last_stats;
-  float *packed; /* the algorithm's packed weights */
-  float *bias;   /* [co_blocks * MR], zeros past c_out */
-  cp_threadpool *pool_threads;
+  float *packed;               /* the algorithm's packed weights */
+  float *bias;                 /* [co_blocks * MR], zeros past c_out */
+  cp_threadpool *pool_threads; /* its own pool; NULL on the shared pool */
 };
+
+/* ---- CONVPOOL_VERBOSE ---- */
+
+static int cp_verbose_on;
+static pthread_once_t cp_verbose_once = PTHREAD_ONCE_INIT;
+
+static void cp_verbose_read(void) {
+  const char *v = getenv("CONVPOOL_VERBOSE");
+  cp_verbose_on = v != NULL && v[0] != '\0' && strcmp(v, "0") != 0;
+}
+
+/* Whether to print; the environment is read once per process. */
+static int cp_verbose(void) {
+  pthread_once(&cp_verbose_once, cp_verbose_read);
+  return cp_verbose_on;
+}
 
 /* ---- validation ---- */
 
@@ -60,10 +83,18 @@ static convpool_status cp_op_claim(convpool_op *op, int to, const char *what) {
   return CONVPOOL_SUCCESS;
 }
 
+/* The plan of a run on `threads` threads. */
+static convpool_status cp_op_plan_threads(const convpool_op *op, int threads, int64_t batch,
+                                          int64_t height, int64_t width, cp_plan *pl) {
+  return (op->requested == CONVPOOL_ALGO_AUTO ? cp_plan_make_auto : cp_plan_make)(
+      &op->layer, op->algo, &op->setup, threads, op->rows_per_item, batch, height, width, pl);
+}
+
+/* The plan of a run now: on the operator's threads, or the shared pool's size. */
 static convpool_status cp_op_plan(const convpool_op *op, int64_t batch, int64_t height,
                                   int64_t width, cp_plan *pl) {
-  return (op->requested == CONVPOOL_ALGO_AUTO ? cp_plan_make_auto : cp_plan_make)(
-      &op->layer, op->algo, &op->setup, op->threads, op->rows_per_item, batch, height, width, pl);
+  return cp_op_plan_threads(op, op->shared ? cp_shared_pool_threads() : op->threads, batch, height,
+                            width, pl);
 }
 
 /* The start of a query: a live operator, its output pointer `out` (named
@@ -104,10 +135,9 @@ convpool_status convpool_op_create(convpool_dtype dtype, const void *weights, co
   return convpool_op_create_layer(&layer, weights, bias, options, op_out);
 }
 
-convpool_status convpool_op_create_layer(const convpool_layer *public_layer, const void *weights,
-                                         const void *bias, const convpool_options *options,
-                                         convpool_op **op_out) {
-  cp_clear_error();
+static convpool_status cp_op_create(const convpool_layer *public_layer, const void *weights,
+                                    const void *bias, const convpool_options *options,
+                                    convpool_op **op_out) {
   if (op_out == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "op_out is NULL");
   *op_out = NULL;
   convpool_options opts;
@@ -150,7 +180,8 @@ convpool_status convpool_op_create_layer(const convpool_layer *public_layer, con
   op->requested = o->algo;
   op->algo = algo;
   op->setup = setup;
-  op->threads = o->threads > 0 ? o->threads : cp_cpu_usable_now(); /* affinity now */
+  op->shared = o->shared_pool;
+  op->threads = op->shared ? 0 : o->threads > 0 ? o->threads : cp_cpu_usable_now(); /* now */
   op->rows_per_item = o->rows_per_item;
   op->allocator_copy = *a;
   op->allocator = a = &op->allocator_copy;
@@ -166,10 +197,13 @@ convpool_status convpool_op_create_layer(const convpool_layer *public_layer, con
     st = cp_fail(CONVPOOL_OUT_OF_MEMORY, "cannot allocate the bias (%zu bytes)", bias_bytes);
     goto error;
   }
-  op->times = cp_alloc(a, (size_t)op->threads * sizeof *op->times);
-  if (op->times == NULL) {
-    st = cp_fail(CONVPOOL_OUT_OF_MEMORY, "cannot allocate per-thread statistics");
-    goto error;
+  if (!op->shared) { /* on the shared pool: at the run, for the pool's size then */
+    op->times = cp_alloc(a, (size_t)op->threads * sizeof *op->times);
+    if (op->times == NULL) {
+      st = cp_fail(CONVPOOL_OUT_OF_MEMORY, "cannot allocate per-thread statistics");
+      goto error;
+    }
+    op->times_count = op->threads;
   }
   algo->pack_weights(&layer, &setup, weights, op->packed);
   int bias_finite = 1;
@@ -178,8 +212,11 @@ convpool_status convpool_op_create_layer(const convpool_layer *public_layer, con
     bias_finite &= isfinite(op->bias[co]) != 0;
   }
   cp_setup_epilogue(op, cpu, bias_finite);
-  st = cp_threadpool_create(op->threads, a, &op->pool_threads);
-  if (st != CONVPOOL_SUCCESS) goto error;
+  if (op->shared) { /* its threads start with the first operator on it */
+    if ((st = cp_shared_pool_start()) != CONVPOOL_SUCCESS) goto error;
+  } else if ((st = cp_threadpool_create(op->threads, a, &op->pool_threads)) != CONVPOOL_SUCCESS) {
+    goto error;
+  }
   op->magic = CP_OP_MAGIC;
   *op_out = op;
   return CONVPOOL_SUCCESS;
@@ -189,6 +226,52 @@ error:
   cp_free(a, op->bias);
   cp_free(a, op->packed);
   cp_free(a, op);
+  return st;
+}
+
+/* The layer as one line: "float32 w [64, 3, 3, 3] bias pad 1 relu pool 2/2". */
+static void cp_layer_text(const cp_layer *l, char *text, size_t capacity) {
+  char act[64] = "", pads[64] = "", pool_pads[64] = "";
+  if (l->act_min == 0.0f && l->act_max == INFINITY)
+    snprintf(act, sizeof act, " relu");
+  else if (l->act_min != -INFINITY || l->act_max != INFINITY)
+    snprintf(act, sizeof act, " clamp [%g, %g]", (double)l->act_min, (double)l->act_max);
+  if (l->pad[0] || l->pad[1] || l->pad[2] || l->pad[3])
+    snprintf(pads, sizeof pads, " pad %lld,%lld,%lld,%lld", (long long)l->pad[0],
+             (long long)l->pad[1], (long long)l->pad[2], (long long)l->pad[3]);
+  if (l->pool_pad[0] || l->pool_pad[1] || l->pool_pad[2] || l->pool_pad[3])
+    snprintf(pool_pads, sizeof pool_pads, " pool pad %lld,%lld,%lld,%lld",
+             (long long)l->pool_pad[0], (long long)l->pool_pad[1], (long long)l->pool_pad[2],
+             (long long)l->pool_pad[3]);
+  snprintf(text, capacity, "%s w [%lld, %lld, %lld, %lld]%s%s%s pool %lld/%lld%s%s",
+           convpool_dtype_name(l->dtype), (long long)l->c_out, (long long)l->c_in, (long long)l->k,
+           (long long)l->k, l->has_bias ? " bias" : "", pads, act, (long long)l->pool,
+           (long long)l->stride, pool_pads, l->ceil_mode ? " ceil" : "");
+}
+
+/* "2 threads" or "shared pool of 2 threads". */
+static void cp_threads_text(const convpool_op *op, int threads, char *text, size_t capacity) {
+  snprintf(text, capacity, "%s%d thread%s", op->shared ? "shared pool of " : "", threads,
+           threads == 1 ? "" : "s");
+}
+
+convpool_status convpool_op_create_layer(const convpool_layer *public_layer, const void *weights,
+                                         const void *bias, const convpool_options *options,
+                                         convpool_op **op_out) {
+  cp_clear_error();
+  const convpool_status st = cp_op_create(public_layer, weights, bias, options, op_out);
+  if (!cp_verbose()) return st;
+  if (st != CONVPOOL_SUCCESS) {
+    fprintf(stderr, "convpool: create failed: %s: %s\n", convpool_status_string(st),
+            convpool_last_error());
+    return st;
+  }
+  const convpool_op *op = *op_out;
+  char layer[256], threads[64];
+  cp_layer_text(&op->layer, layer, sizeof layer);
+  cp_threads_text(op, op->shared ? cp_shared_pool_threads() : op->threads, threads, sizeof threads);
+  fprintf(stderr, "convpool: create op %p: %s: %s, kernel %s (%s), %s\n", (const void *)op, layer,
+          cp_algorithm_short_name(op->algo), op->setup.kernel, cp_isa_name(op->setup.isa), threads);
   return st;
 }
 
@@ -203,7 +286,7 @@ convpool_status convpool_op_destroy(convpool_op *op) {
   op->magic = 0;
   cp_threadpool_destroy(op->pool_threads);
   cp_free(a, op->scratch);
-  cp_free(a, op->shared);
+  cp_free(a, op->workspace);
   cp_free(a, op->times);
   cp_free(a, op->bias);
   cp_free(a, op->packed);
@@ -221,28 +304,13 @@ convpool_status convpool_op_output_shape(const convpool_op *op, int64_t batch, i
   return CONVPOOL_SUCCESS;
 }
 
-/* The run proper, on an operator this call has claimed. */
-static convpool_status cp_op_run_claimed(convpool_op *op, const void *src, int64_t batch,
-                                         int64_t height, int64_t width, void *dst,
-                                         size_t dst_bytes) {
-  if (src == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "src is NULL");
-  if (dst == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "dst is NULL");
-  convpool_status st;
-  if ((st = cp_check_aligned("src", src, op->layer.dtype)) != CONVPOOL_SUCCESS) return st;
-  if ((st = cp_check_aligned("dst", dst, op->layer.dtype)) != CONVPOOL_SUCCESS) return st;
-  cp_plan pl;
-  if ((st = cp_op_plan(op, batch, height, width, &pl)) != CONVPOOL_SUCCESS) return st;
-  if (dst_bytes < pl.dst_bytes)
-    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
-                   "dst_bytes = %zu is smaller than the output (%zu bytes)", dst_bytes,
-                   pl.dst_bytes);
-  if ((st = cp_check_disjoint("dst", dst, pl.dst_bytes, "src", src, pl.src_bytes)) !=
-      CONVPOOL_SUCCESS)
-    return st;
+/* Room for `threads` per-thread phase times and scratch of the plan, kept
+   for the next run of the same size. */
+static convpool_status cp_op_reserve(convpool_op *op, const cp_plan *pl) {
   size_t scratch_bytes;
-  if (!cp_mul(pl.scratch_bytes, (size_t)pl.threads, &scratch_bytes))
+  if (!cp_mul(pl->scratch_bytes, (size_t)pl->threads, &scratch_bytes))
     return cp_fail(CONVPOOL_INVALID_ARGUMENT, "scratch size overflows");
-  if (scratch_bytes > op->scratch_bytes) { /* kept for the next run of the same size */
+  if (scratch_bytes > op->scratch_bytes) {
     cp_free(op->allocator, op->scratch);
     op->scratch_bytes = 0;
     op->scratch = cp_alloc(op->allocator, scratch_bytes);
@@ -250,24 +318,81 @@ static convpool_status cp_op_run_claimed(convpool_op *op, const void *src, int64
       return cp_fail(CONVPOOL_OUT_OF_MEMORY, "cannot allocate %zu bytes of scratch", scratch_bytes);
     op->scratch_bytes = scratch_bytes;
   }
-  const double start = cp_seconds();
-  if (pl.shared_bytes > op->shared_bytes) { /* likewise */
-    cp_free(op->allocator, op->shared);
-    op->shared_bytes = 0;
-    op->shared = cp_alloc(op->allocator, pl.shared_bytes);
-    if (op->shared == NULL)
-      return cp_fail(CONVPOOL_OUT_OF_MEMORY, "cannot allocate %zu bytes of shared workspace",
-                     pl.shared_bytes);
-    op->shared_bytes = pl.shared_bytes;
+  if (pl->threads > op->times_count) { /* on the shared pool, after it grew */
+    cp_free(op->allocator, op->times);
+    op->times_count = 0;
+    op->times = cp_alloc(op->allocator, (size_t)pl->threads * sizeof *op->times);
+    if (op->times == NULL)
+      return cp_fail(CONVPOOL_OUT_OF_MEMORY, "cannot allocate per-thread statistics");
+    op->times_count = pl->threads;
   }
-  const cp_run r = {&pl, op->packed,  op->widen,  &op->epilogue, src,
-                    dst, op->scratch, op->shared, op->times};
+  if (pl->shared_bytes > op->workspace_bytes) { /* the phase before the items writes it */
+    cp_free(op->allocator, op->workspace);
+    op->workspace_bytes = 0;
+    op->workspace = cp_alloc(op->allocator, pl->shared_bytes);
+    if (op->workspace == NULL)
+      return cp_fail(CONVPOOL_OUT_OF_MEMORY, "cannot allocate %zu bytes of shared workspace",
+                     pl->shared_bytes);
+    op->workspace_bytes = pl->shared_bytes;
+  }
+  return CONVPOOL_SUCCESS;
+}
+
+/* The run on `pool`, which this call holds, of an operator it has claimed. */
+static convpool_status cp_op_run_on(convpool_op *op, cp_threadpool *pool, const void *src,
+                                    int64_t batch, int64_t height, int64_t width, void *dst,
+                                    size_t dst_bytes) {
+  convpool_status st;
+  if ((st = cp_check_aligned("src", src, op->layer.dtype)) != CONVPOOL_SUCCESS) return st;
+  if ((st = cp_check_aligned("dst", dst, op->layer.dtype)) != CONVPOOL_SUCCESS) return st;
+  cp_plan pl;
+  if ((st = cp_op_plan_threads(op, cp_threadpool_threads(pool), batch, height, width, &pl)) !=
+      CONVPOOL_SUCCESS)
+    return st;
+  if (dst_bytes < pl.dst_bytes)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
+                   "dst_bytes = %zu is smaller than the output (%zu bytes)", dst_bytes,
+                   pl.dst_bytes);
+  if ((st = cp_check_disjoint("dst", dst, pl.dst_bytes, "src", src, pl.src_bytes)) !=
+      CONVPOOL_SUCCESS)
+    return st;
+  if ((st = cp_op_reserve(op, &pl)) != CONVPOOL_SUCCESS) return st;
+  const double start = cp_seconds();
+  const cp_run r = {&pl, op->packed,  op->widen,     &op->epilogue, src,
+                    dst, op->scratch, op->workspace, op->times};
   convpool_run_stats stats;
   memset(&stats, 0, sizeof stats);
-  cp_driver_run(op->pool_threads, &r, &stats);
+  cp_driver_run(pool, &r, &stats);
   stats.wall_seconds = cp_seconds() - start;
   op->last_stats = stats;
+  if (cp_verbose()) {
+    char threads[64];
+    cp_threads_text(op, stats.threads, threads, sizeof threads);
+    fprintf(stderr,
+            "convpool: run op %p: [%lld, %lld, %lld, %lld] -> [%lld, %lld, %lld, %lld]: %s, "
+            "kernel %s, %s, %lld items: %.3f ms\n",
+            (void *)op, (long long)batch, (long long)op->layer.c_in, (long long)height,
+            (long long)width, (long long)batch, (long long)op->layer.c_out, (long long)pl.ph,
+            (long long)pl.pw, cp_algorithm_short_name(pl.algo), pl.setup->kernel, threads,
+            (long long)stats.items, stats.wall_seconds * 1e3);
+  }
   return CONVPOOL_SUCCESS;
+}
+
+/* The run proper, on an operator this call has claimed. */
+static convpool_status cp_op_run_claimed(convpool_op *op, const void *src, int64_t batch,
+                                         int64_t height, int64_t width, void *dst,
+                                         size_t dst_bytes) {
+  if (src == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "src is NULL");
+  if (dst == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "dst is NULL");
+  if (!op->shared)
+    return cp_op_run_on(op, op->pool_threads, src, batch, height, width, dst, dst_bytes);
+  cp_threadpool *pool;
+  convpool_status st = cp_shared_pool_acquire(&pool); /* waits for another run on it */
+  if (st != CONVPOOL_SUCCESS) return st;
+  st = cp_op_run_on(op, pool, src, batch, height, width, dst, dst_bytes);
+  cp_shared_pool_release();
+  return st;
 }
 
 convpool_status convpool_op_run(convpool_op *op, const void *src, int64_t batch, int64_t height,
@@ -276,9 +401,13 @@ convpool_status convpool_op_run(convpool_op *op, const void *src, int64_t batch,
   if (!cp_op_valid(op)) return cp_fail(CONVPOOL_INVALID_STATE, "op is NULL or not a live operator");
   /* claimed before anything else of the operator is read */
   convpool_status st = cp_op_claim(op, CP_OP_BUSY, "run it");
-  if (st != CONVPOOL_SUCCESS) return st;
-  st = cp_op_run_claimed(op, src, batch, height, width, dst, dst_bytes);
-  atomic_store(&op->state, CP_OP_IDLE);
+  if (st == CONVPOOL_SUCCESS) {
+    st = cp_op_run_claimed(op, src, batch, height, width, dst, dst_bytes);
+    atomic_store(&op->state, CP_OP_IDLE);
+  }
+  if (st != CONVPOOL_SUCCESS && cp_verbose())
+    fprintf(stderr, "convpool: run op %p failed: %s: %s\n", (void *)op, convpool_status_string(st),
+            convpool_last_error());
   return st;
 }
 

@@ -3,6 +3,9 @@
  * a run publishes a task and a generation number, and every thread (the caller
  * included) takes work items from one atomic counter. Each item owns a disjoint
  * part of the output, so which thread runs which item never changes a result.
+ *
+ * An operator owns a pool, or runs on the process-wide one (shared_pool),
+ * which one lock hands to one run at a time.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "threadpool.h"
@@ -12,9 +15,9 @@
 #include <stdatomic.h>
 
 struct cp_threadpool {
-  const convpool_allocator *allocator;
-  int threads; /* including the caller */
-  int started; /* workers actually started */
+  convpool_allocator allocator; /* a copy: the caller's struct need not outlive the pool */
+  int threads;                  /* including the caller */
+  int started;                  /* workers actually started */
   pthread_t *workers;
   pthread_mutex_t lock;
   pthread_cond_t work_ready;
@@ -67,7 +70,7 @@ convpool_status cp_threadpool_create(int threads, const convpool_allocator *a,
   *out = NULL;
   cp_threadpool *p = cp_alloc(a, sizeof *p);
   if (p == NULL) return cp_fail(CONVPOOL_OUT_OF_MEMORY, "cannot allocate the thread pool");
-  *p = (cp_threadpool){.allocator = a, .threads = threads};
+  *p = (cp_threadpool){.allocator = *a, .threads = threads};
   atomic_init(&p->next, 0);
   int workers = threads - 1;
   if (workers > 0) {
@@ -143,6 +146,83 @@ void cp_threadpool_destroy(cp_threadpool *p) {
   pthread_cond_destroy(&p->work_done);
   pthread_cond_destroy(&p->work_ready);
   pthread_mutex_destroy(&p->lock);
-  cp_free(p->allocator, p->workers);
-  cp_free(p->allocator, p);
+  const convpool_allocator a = p->allocator;
+  cp_free(&a, p->workers);
+  cp_free(&a, p);
+}
+
+/* ---- the process-wide pool ---- */
+
+/* One lock serialises the runs on the shared pool and its resizing. The size
+   is also kept in an atomic, for queries that should not wait for a run. */
+static pthread_mutex_t cp_shared_lock = PTHREAD_MUTEX_INITIALIZER;
+static cp_threadpool *cp_shared;     /* NULL before first use; guarded by cp_shared_lock */
+static atomic_int cp_shared_size;    /* threads of cp_shared, or asked for it; 0 = usable CPUs */
+static atomic_int cp_shared_started; /* cp_shared is not NULL (and never will be again) */
+
+convpool_status cp_shared_pool_acquire(cp_threadpool **pool) {
+  *pool = NULL;
+  pthread_mutex_lock(&cp_shared_lock);
+  if (cp_shared == NULL) {
+    int threads = atomic_load(&cp_shared_size);
+    if (threads == 0) threads = cp_cpu_usable_now();
+    const convpool_status st =
+        cp_threadpool_create(threads, cp_allocator_or_default(NULL), &cp_shared);
+    if (st != CONVPOOL_SUCCESS) {
+      pthread_mutex_unlock(&cp_shared_lock);
+      return st;
+    }
+    atomic_store(&cp_shared_size, threads);
+    atomic_store(&cp_shared_started, 1);
+  }
+  *pool = cp_shared;
+  return CONVPOOL_SUCCESS;
+}
+
+convpool_status cp_shared_pool_start(void) {
+  if (atomic_load(&cp_shared_started)) return CONVPOOL_SUCCESS; /* no wait for a run */
+  cp_threadpool *pool;
+  const convpool_status st = cp_shared_pool_acquire(&pool);
+  if (st == CONVPOOL_SUCCESS) cp_shared_pool_release();
+  return st;
+}
+
+void cp_shared_pool_release(void) {
+  pthread_mutex_unlock(&cp_shared_lock);
+}
+
+int cp_shared_pool_threads(void) {
+  const int threads = atomic_load(&cp_shared_size);
+  return threads > 0 ? threads : cp_cpu_usable_now();
+}
+
+convpool_status convpool_shared_pool_set_threads(int threads) {
+  cp_clear_error();
+  if (threads < 0 || threads > CP_MAX_THREADS)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "threads = %d must be in 0..%d (0 = all usable)",
+                   threads, CP_MAX_THREADS);
+  if (threads == 0) threads = cp_cpu_usable_now();
+  convpool_status st = CONVPOOL_SUCCESS;
+  pthread_mutex_lock(&cp_shared_lock); /* waits for a run in flight */
+  if (cp_shared == NULL) {
+    atomic_store(&cp_shared_size, threads); /* started at first use */
+  } else if (cp_shared->threads != threads) {
+    /* the new threads first: if they cannot start, the pool stays as it was */
+    cp_threadpool *fresh;
+    st = cp_threadpool_create(threads, cp_allocator_or_default(NULL), &fresh);
+    if (st == CONVPOOL_SUCCESS) {
+      cp_threadpool_destroy(cp_shared);
+      cp_shared = fresh;
+      atomic_store(&cp_shared_size, threads);
+    }
+  }
+  pthread_mutex_unlock(&cp_shared_lock);
+  return st;
+}
+
+convpool_status convpool_shared_pool_get_threads(int *threads) {
+  cp_clear_error();
+  if (threads == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "threads is NULL");
+  *threads = cp_shared_pool_threads();
+  return CONVPOOL_SUCCESS;
 }

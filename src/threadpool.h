@@ -19,4 +19,14 @@ int cp_threadpool_run(cp_threadpool *pool, cp_task_fn fn, void *context, int64_t
 int cp_threadpool_threads(const cp_threadpool *pool);
 void cp_threadpool_destroy(cp_threadpool *pool);
 
+/* The process-wide pool (convpool_shared_pool_*). acquire starts it at first
+   use and hands it to the caller, waiting while another run holds it; every
+   successful acquire is followed by one release. */
+convpool_status cp_shared_pool_acquire(cp_threadpool **pool);
+void cp_shared_pool_release(void);
+/* Start its threads if they are not yet (without waiting for a run otherwise). */
+convpool_status cp_shared_pool_start(void);
+/* Its size now (or at first use), without waiting for a run. */
+int cp_shared_pool_threads(void);
+
 #endif

@@ -5,12 +5,17 @@
 
 #include "algo/algo.h"
 
-#define CP_MAX_THREADS 1024
-
 static convpool_status cp_check_options(const convpool_options *o) {
   if (o->threads < 0 || o->threads > CP_MAX_THREADS)
     return cp_fail(CONVPOOL_INVALID_ARGUMENT, "threads = %d must be in 0..%d (0 = all usable)",
                    o->threads, CP_MAX_THREADS);
+  if (o->shared_pool != 0 && o->shared_pool != 1)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "shared_pool = %d must be 0 or 1", o->shared_pool);
+  if (o->shared_pool && o->threads != 0)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
+                   "threads = %d with shared_pool = 1: an operator on the shared pool runs with "
+                   "its size (convpool_shared_pool_set_threads); threads must be 0",
+                   o->threads);
   if (o->rows_per_item < 0)
     return cp_fail(CONVPOOL_INVALID_ARGUMENT, "rows_per_item = %d must be >= 0", o->rows_per_item);
   if (o->algo != CONVPOOL_ALGO_AUTO && cp_algorithm_find(o->algo) == NULL)
@@ -34,7 +39,8 @@ convpool_status cp_read_sized(const char *what, const void *in, size_t in_size,
 }
 
 /* The sizes of every released convpool_options, oldest first. */
-static const size_t cp_options_sizes[] = {sizeof(convpool_options)};
+static const size_t cp_options_sizes[] = {offsetof(convpool_options, shared_pool),
+                                          sizeof(convpool_options)};
 
 /* The caller's options (or the defaults), read up to the caller's size. */
 convpool_status cp_read_options(const convpool_options *options, convpool_options *o) {

@@ -5,7 +5,8 @@
 # --show-tiling, and their dumps match an independent Python reference (the
 # standard library only; skipped without /usr/bin/python3), and every bad
 # input gives one line on stderr and exit code 2 without leaving an out.bin
-# (or anything in the dump directory) behind.
+# (or anything in the dump directory) behind. With CONVPOOL_VERBOSE=1 the
+# library prints its create and run lines on stderr, and nothing without it.
 set -u
 cli=$1
 tmp=$(mktemp -d)
@@ -299,5 +300,24 @@ done <<LIST
 --height 4 --width 4 --filter 7 --padding 1|padded input 6x6 is smaller than the filter k = 7
 --ceil-mode=1|unknown option '--ceil-mode=1'
 LIST
+
+# ---- CONVPOOL_VERBOSE: the library's lines on stderr, none without it ----
+# One line at create (algorithm, kernel, layer shape, threads), one per run
+# (2 warm-up + 3 timed: shapes, threads, items, time), none on stdout.
+verbose_flags="$small --iters 3 --warmup 2 --padding 1 --activation relu6"
+CONVPOOL_VERBOSE=1 "$cli" $verbose_flags >"$tmp/v.out" 2>"$tmp/v.err" || { echo "verbose run failed"; fail=1; }
+creates=$(grep -c '^convpool: create op 0x[0-9a-f]*: float32 w \[7, 5, 3, 3\] bias pad 1,1,1,1 clamp \[0, 6\] pool 2/2: [a-z0-9]*, kernel [a-z0-9x-]* ([a-z0-9]*), 2 threads$' "$tmp/v.err")
+runs=$(grep -c '^convpool: run op 0x[0-9a-f]*: \[2, 5, 19, 23\] -> \[2, 7, 9, 11\]: [a-z0-9]*, kernel [a-z0-9x-]*, [0-9]* threads*, [0-9]* items: [0-9.]* ms$' "$tmp/v.err")
+lines=$(wc -l <"$tmp/v.err")
+[ "$creates" -eq 1 ] && [ "$runs" -eq 5 ] && [ "$lines" -eq 6 ] || {
+  echo "CONVPOOL_VERBOSE=1: expected 1 create and 5 run lines on stderr, got:"; cat "$tmp/v.err"; fail=1; }
+grep -q '^convpool:' "$tmp/v.out" && { echo "CONVPOOL_VERBOSE=1 wrote to stdout"; fail=1; }
+for quiet in "" 0; do
+  CONVPOOL_VERBOSE=$quiet "$cli" $verbose_flags >/dev/null 2>"$tmp/q.err" || { echo "quiet run failed"; fail=1; }
+  [ ! -s "$tmp/q.err" ] || { echo "CONVPOOL_VERBOSE='$quiet' printed:"; cat "$tmp/q.err"; fail=1; }
+done
+env -u CONVPOOL_VERBOSE "$cli" $verbose_flags >/dev/null 2>"$tmp/q.err"
+[ ! -s "$tmp/q.err" ] || { echo "without CONVPOOL_VERBOSE the library printed:"; cat "$tmp/q.err"; fail=1; }
+
 [ $fail -eq 0 ] && echo "cli: all checks passed"
 exit $fail

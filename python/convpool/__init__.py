@@ -77,6 +77,7 @@ __all__ = [
     "Error", "InvalidArgumentError", "UnsupportedError", "OutOfMemoryError",
     "InvalidStateError", "InternalError", "LibraryNotFoundError", "IMPLS", "impls",
     "float32_to_bfloat16", "bfloat16_to_float32", "LayerSpec", "ACTIVATIONS",
+    "set_shared_threads", "shared_threads",
 ]
 
 #: Names accepted by the ``activation`` argument (besides None and a (min, max) tuple).
@@ -257,10 +258,13 @@ def impls():
     return IMPLS
 
 
-def _options(threads, impl, rows_per_item):
+def _options(threads, impl, rows_per_item, shared_pool=False):
     lib = _lib()
     opts = _native.init_struct(_native.ConvpoolOptions, lib.convpool_options_init)
     opts.threads = 0 if threads is None else _as_int("threads", threads, 0, _INT_MAX)
+    if not isinstance(shared_pool, (bool, np.bool_)):
+        raise TypeError(f"shared_pool must be True or False, got {shared_pool!r}")
+    opts.shared_pool = int(shared_pool)
     opts.algo = _impl_code(impl)
     opts.rows_per_item = _as_int("rows_per_item", rows_per_item, 0, _INT_MAX)
     return opts
@@ -380,6 +384,9 @@ class Operator:
              (float32_to_bfloat16); x and out must then be uint16 bit
              patterns. A library without bfloat16 raises UnsupportedError.
     threads  worker threads; None or 0 = the library's choice (usable CPUs).
+    shared_pool  True: run on the process-wide thread pool (set_shared_threads)
+             instead of threads of its own; threads must then be None or 0.
+             Runs of different operators on it take turns.
     impl     a name of impls(): "auto", "sr" (shift-reduce), "im2col" or
              "winograd" (k = 3 only).
     rows_per_item  pooled rows per work item; 0 = the plan decides.
@@ -401,7 +408,7 @@ class Operator:
 
     def __init__(self, w, bias=None, pool=1, dtype=None, threads=None, impl="auto",
                  rows_per_item=0, *, padding=0, activation=None, pool_stride=None,
-                 pool_padding=0, ceil_mode=False):
+                 pool_padding=0, ceil_mode=False, shared_pool=False):
         self._handle = None
         self._lock = threading.Lock()
         if dtype is None:
@@ -423,7 +430,8 @@ class Operator:
         self.threads = threads
         self.impl = impl
         self.rows_per_item = rows_per_item
-        opts = _options(threads, impl, rows_per_item)
+        self.shared_pool = bool(shared_pool)
+        opts = _options(threads, impl, rows_per_item, shared_pool)
         layer = _layer_struct(dtype_name, self.c_out, self.c_in, self.k, self.spec)
         handle = ctypes.c_void_p()
         status = _lib().convpool_op_create_layer(
@@ -571,6 +579,36 @@ class Operator:
                                             width, _ptr(out), out.nbytes)
         _check("convpool_op_run", status)
         return out
+
+
+# --------------------------------------------------------------------------
+# The process-wide thread pool
+# --------------------------------------------------------------------------
+def _shared_pool_function(name):
+    lib = _lib()
+    if not _native.has_symbol(name):
+        raise UnsupportedError(name, _native.UNSUPPORTED, "unsupported",
+                               "this libconvpool has no shared thread pool")
+    return getattr(lib, name)
+
+
+def set_shared_threads(threads):
+    """Size the process-wide pool of Operator(shared_pool=True) (0: the usable CPUs).
+
+    Waits for a run in flight on the pool; the next runs plan for the new
+    size. Raises ValueError for a count outside 0..1024.
+    """
+    threads = _as_int("threads", threads, 0, _INT_MAX)
+    _check("convpool_shared_pool_set_threads",
+           _shared_pool_function("convpool_shared_pool_set_threads")(threads))
+
+
+def shared_threads():
+    """The size of the process-wide pool (what it has, or will start with)."""
+    count = ctypes.c_int()
+    _check("convpool_shared_pool_get_threads",
+           _shared_pool_function("convpool_shared_pool_get_threads")(ctypes.byref(count)))
+    return count.value
 
 
 # --------------------------------------------------------------------------

@@ -60,6 +60,7 @@ class ConvpoolOptions(ctypes.Structure):
         ("algo", ctypes.c_int),
         ("rows_per_item", ctypes.c_int),
         ("allocator", ctypes.POINTER(ConvpoolAllocator)),
+        ("shared_pool", ctypes.c_int),
     ]
 
 
@@ -178,6 +179,8 @@ _PROTOTYPES = {
 # Newer entry points: declared when present, so an older library still loads.
 _OPTIONAL_PROTOTYPES = {
     "convpool_op_last_run_stats": (_st, [_vp, ctypes.POINTER(ConvpoolRunStats)]),
+    "convpool_shared_pool_set_threads": (_st, [ctypes.c_int]),
+    "convpool_shared_pool_get_threads": (_st, [ctypes.POINTER(ctypes.c_int)]),
 }
 
 _lock = threading.Lock()

@@ -1,21 +1,26 @@
 """convpool as a PyTorch module: ConvPool2d and fuse().
 
     import torch, torchvision, convpool.torch as cpt
-    model = torchvision.models.vgg16(weights=None).eval()
-    fused, report = cpt.fuse(model)          # a copy; the model is left as it is
-    print(report)
+    model = torchvision.models.resnet18(weights=None).eval()
+    fused = cpt.fuse(model)                  # a GraphModule; the model is left as it is
+    print(fused.convpool_report)             # what was fused, and why the rest was not
     with torch.no_grad():
         y = fused(torch.rand(1, 3, 224, 224))
+    fused, report = cpt.fuse(model, torch.rand(1, 3, 224, 224), report=True)   # timed
 
-ConvPool2d(conv, activation=None, pool=None) computes pool(activation(conv(x)))
-for an nn.Conv2d, an optional nn.ReLU / nn.ReLU6 / nn.Hardtanh and an optional
-nn.MaxPool2d in one convpool layer. It is for inference: a tensor that
-requires grad is refused while grad mode is on (run under torch.no_grad() or
-torch.inference_mode()). forward takes and returns CPU tensors of float32,
-float16 or bfloat16 ([N, C, H, W] or [C, H, W]); a contiguous input is passed
-to the library without a copy (numpy views of the tensors' storage, bfloat16
-as its uint16 bit patterns), other layouts are made contiguous first. The
-output has the input's dtype.
+ConvPool2d(conv, activation=None, pool=None, *, batchnorm=None) computes
+pool(activation(batchnorm(conv(x)))) for an nn.Conv2d, an optional
+nn.BatchNorm2d (folded into the weights), an optional nn.ReLU / nn.ReLU6 /
+nn.Hardtanh (or a clamp) and an optional nn.MaxPool2d in one convpool layer.
+It is for inference: a tensor that requires grad is refused while grad mode
+is on (run under torch.no_grad() or torch.inference_mode()). forward takes
+and returns CPU tensors of float32, float16 or bfloat16 ([N, C, H, W] or
+[C, H, W]); a contiguous input is passed to the library without a copy
+(numpy views of the tensors' storage, bfloat16 as its uint16 bit patterns),
+other layouts are made contiguous first, and a channels_last input gives a
+channels_last output (the same values). The output has the input's dtype.
+By default a layer runs on the process-wide pool of convpool threads, sized
+to torch.get_num_threads() at each call; threads=N gives it N of its own.
 
 The weights are packed when the module is built, for their dtype, and for
 another input dtype on first use (the weights converted with torch's
@@ -38,34 +43,38 @@ forward is one call of the registered operator
 torch.ops.convpool.conv2d_maxpool (x, weight, bias and the layer's
 parameters), so torch.jit.trace, torch.jit.script and
 torch.fx.symbolic_trace record one node, and torch.onnx.export writes the
-standard Conv, Relu or Clip, and MaxPool nodes. A traced or scripted module
-keeps working without the ConvPool2d it came from (it packs its weights on
-its first call).
+standard Conv, [Add,] Relu or Clip, and MaxPool nodes. A traced or scripted
+module keeps working without the ConvPool2d it came from (it packs its
+weights on its first call).
 
-What the library does not do is refused with a reason (UnsupportedLayer, a
-ValueError): conv stride, dilation or groups other than 1, non-square
-kernels, padding_mode other than "zeros", max pooling with non-square
+What no convpool layer does is refused with a reason (UnsupportedLayer, a
+ValueError): non-square kernels, strides or dilations that differ between
+the axes, padding_mode other than "zeros", max pooling with non-square
 windows or strides, dilation, or return_indices, a Hardtanh whose bounds
 float32 cannot hold, and modules with hooks (forward, forward pre-,
 backward, state_dict hooks) or parametrizations, which a fused layer would
-not run. Padding "same" and "valid" are mapped to pads (for an even kernel
-"same" pads one more at the bottom and right, as torch does).
+not run. A conv stride, dilation or groups other than 1, and a residual
+input, are passed to the binding when it takes them (convpool.Operator's
+keywords) and refused with that reason when it does not; the library then
+accepts the layer or says why not. Padding "same" and "valid" are mapped to
+pads (for an even span "same" pads one more at the bottom and right, as
+torch does).
 
-fuse(model) walks every nn.Sequential in a model and replaces each run
-Conv2d -> [ReLU | ReLU6 | Hardtanh] -> [MaxPool2d] (a lone Conv2d too) by one
-ConvPool2d; the modules it absorbed become nn.Identity, so the indices and
-names of the other modules stay as they were. It returns the model and a
-FuseReport listing what was fused and why the rest was left to torch.
+fuse(model) (_fuse.py) traces the model with torch.fx and replaces each
+Conv2d -> [BatchNorm2d] -> [activation] -> [MaxPool2d] chain it finds by one
+ConvPool2d; see its docstring.
 """
 
 import collections
 import copy
 import functools
+import inspect
 import math
 import os
 import threading
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 import torch
@@ -75,10 +84,10 @@ from torch import nn
 from torch.nn.utils import parametrize
 
 from . import (Operator, LayerSpec, InvalidArgumentError, OutOfMemoryError,
-               UnsupportedError)
+               UnsupportedError, set_shared_threads, shared_threads)
 from .layer import normalize_activation
 
-__all__ = ["ConvPool2d", "fuse", "FuseReport", "UnsupportedLayer"]
+__all__ = ["ConvPool2d", "fuse", "FuseReport", "UnsupportedLayer", "fold_batchnorm"]
 
 _DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16",
                 torch.bfloat16: "bfloat16"}
@@ -144,8 +153,44 @@ def _refuse_hooks(module):
         raise UnsupportedLayer(module, f"has {found}, which a fused layer would not run")
 
 
-def conv_padding(conv):
-    """(top, left, bottom, right) of a Conv2d; UnsupportedLayer if convpool cannot run it."""
+# The conv's parameters besides its padding, in the order of the op's arguments.
+_CONV_KEYWORDS = ("stride", "dilation", "groups")
+
+
+def binding_takes(keyword):
+    """Whether this convpool binding's Operator takes the keyword (stride, residual, ...).
+
+    What the binding cannot express is refused here with that reason; what it
+    can, the library accepts or refuses when the operator is created.
+    """
+    try:
+        return keyword in inspect.signature(Operator).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def residual_supported():
+    """Whether the binding can add a residual input: an Operator call with residual=."""
+    try:
+        return "residual" in inspect.signature(Operator.__call__).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+RESIDUAL_REFUSAL = ("this convpool binding cannot add a residual input yet (an Operator call "
+                    "takes no residual=)")
+
+
+def conv_parameters(conv):
+    """The layer keywords of an nn.Conv2d: padding, stride, dilation and groups.
+
+    padding is (top, left, bottom, right). UnsupportedLayer for what no
+    convpool layer can be: not a Conv2d, its own forward, hooks, a lazy or
+    non-square kernel, stride or dilation that differ between the axes,
+    padding_mode other than "zeros", weights that are not float32, float16 or
+    bfloat16 on the CPU. Whether this binding and library compute the
+    stride, dilation and groups is asked when the operator is made.
+    """
     if not isinstance(conv, nn.Conv2d):
         raise UnsupportedLayer(conv, "not an nn.Conv2d")
     _refuse_hooks(conv)
@@ -156,12 +201,11 @@ def conv_padding(conv):
     kh, kw = _pair(conv.kernel_size)
     if kh != kw:
         raise UnsupportedLayer(conv, f"kernel {kh}x{kw} is not square")
-    if _pair(conv.stride) != (1, 1):
-        raise UnsupportedLayer(conv, f"stride {_pair(conv.stride)} (only 1)")
-    if _pair(conv.dilation) != (1, 1):
-        raise UnsupportedLayer(conv, f"dilation {_pair(conv.dilation)} (only 1)")
-    if conv.groups != 1:
-        raise UnsupportedLayer(conv, f"groups = {conv.groups} (only 1)")
+    stride, dilation = _pair(conv.stride), _pair(conv.dilation)
+    if stride[0] != stride[1]:
+        raise UnsupportedLayer(conv, f"stride {stride} differs between the axes")
+    if dilation[0] != dilation[1]:
+        raise UnsupportedLayer(conv, f"dilation {dilation} differs between the axes")
     if conv.padding_mode != "zeros":
         raise UnsupportedLayer(conv, f"padding_mode = {conv.padding_mode!r} (only 'zeros')")
     if conv.weight.dtype not in _DTYPE_NAMES:
@@ -171,28 +215,55 @@ def conv_padding(conv):
         raise UnsupportedLayer(conv, f"weights on {conv.weight.device} (CPU only)")
     padding = conv.padding
     if padding == "valid":
-        return (0, 0, 0, 0)
-    if padding == "same":
-        # torch: total k - 1 per axis, the odd one at the bottom/right.
-        lo, hi = (kh - 1) // 2, (kh - 1) - (kh - 1) // 2
-        return (lo, lo, hi, hi)
-    if isinstance(padding, str):
+        pads = (0, 0, 0, 0)
+    elif padding == "same":
+        # torch: total dilation * (k - 1) per axis, the odd one at the bottom/right.
+        total = dilation[0] * (kh - 1)
+        lo, hi = total // 2, total - total // 2
+        pads = (lo, lo, hi, hi)
+    elif isinstance(padding, str):
         raise UnsupportedLayer(conv, f"padding = {padding!r}")
-    ph, pw = _pair(padding)
-    return (ph, pw, ph, pw)
+    else:
+        ph, pw = _pair(padding)
+        pads = (ph, pw, ph, pw)
+    return {"padding": pads, "stride": stride[0], "dilation": dilation[0], "groups": conv.groups}
+
+
+def conv_padding(conv):
+    """(top, left, bottom, right) of a Conv2d; UnsupportedLayer as conv_parameters."""
+    return conv_parameters(conv)["padding"]
+
+
+def _check_binding_conv(conv, parameters):
+    """Refuse a stride, dilation or groups other than 1 that this binding cannot pass on."""
+    for name in _CONV_KEYWORDS:
+        value = parameters[name]
+        if value != 1 and not binding_takes(name):
+            raise UnsupportedLayer(conv, f"{name} {value}: this convpool binding computes "
+                                         f"{name} 1 only (convpool.Operator takes no {name}=)")
+
+
+_ACTIVATION_MODULES = {nn.ReLU: "relu", nn.ReLU6: "relu6"}
 
 
 def activation_of(module):
-    """The convpool activation of an nn.ReLU / nn.ReLU6 / nn.Hardtanh (None: nn.Identity)."""
+    """The convpool activation of an nn.ReLU / nn.ReLU6 / nn.Hardtanh (None: nn.Identity).
+
+    An activation already in convpool's form ("relu", "relu6", a (min, max)
+    clamp) is checked and returned.
+    """
     if module is None or type(module) is nn.Identity:
         return None
+    if isinstance(module, (str, tuple, list)):
+        try:
+            return normalize_activation(module)
+        except (TypeError, ValueError) as exc:
+            raise UnsupportedLayer(module, str(exc)) from None
     if type(module) not in (nn.ReLU, nn.ReLU6, nn.Hardtanh):
         raise UnsupportedLayer(module, "not one of ReLU, ReLU6, Hardtanh")
     _refuse_hooks(module)
-    if type(module) is nn.ReLU:
-        return "relu"
-    if type(module) is nn.ReLU6:
-        return "relu6"
+    if type(module) in _ACTIVATION_MODULES:
+        return _ACTIVATION_MODULES[type(module)]
     try:
         return normalize_activation((module.min_val, module.max_val))
     except (TypeError, ValueError) as exc:      # bounds float32 cannot hold, NaN
@@ -224,15 +295,80 @@ def pool_parameters(pool):
             "ceil_mode": bool(pool.ceil_mode)}
 
 
-def _describe_modules(conv, activation, pool):
+def batchnorm_refusal(bn, conv=None):
+    """Why a BatchNorm2d cannot be folded into conv ("" when it can)."""
+    if type(bn) not in (nn.BatchNorm2d, nn.SyncBatchNorm):
+        return f"{type(bn).__name__} is not an nn.BatchNorm2d"
+    found = hooks_of(bn)
+    if found:
+        return f"has {found}, which a fused layer would not run"
+    if bn.training:
+        return "in training mode (it normalises with the batch's statistics): call eval()"
+    if bn.running_mean is None or bn.running_var is None:
+        return "keeps no running statistics (track_running_stats=False)"
+    if conv is not None and bn.num_features != conv.out_channels:
+        return f"{bn.num_features} features for the conv's {conv.out_channels} channels"
+    return ""
+
+
+def fold_batchnorm(conv, bn):
+    """A copy of conv with bn (eval mode) folded into its weight and bias.
+
+    w' = w * gamma / sqrt(var + eps) per output channel and
+    b' = (b - mean) * gamma / sqrt(var + eps) + beta, computed in float64 and
+    rounded once to the conv's dtype. UnsupportedLayer if bn cannot be folded.
+    """
+    reason = batchnorm_refusal(bn, conv)
+    if reason:
+        raise UnsupportedLayer(bn, reason)
+    dtype = conv.weight.dtype
+    with torch.no_grad():
+        weight = conv.weight.detach().double()
+        bias = (conv.bias.detach().double() if conv.bias is not None
+                else torch.zeros(conv.out_channels, dtype=torch.float64))
+        gamma = (bn.weight.detach().double() if bn.weight is not None
+                 else torch.ones(conv.out_channels, dtype=torch.float64))
+        scale = gamma / torch.sqrt(bn.running_var.detach().double() + bn.eps)
+        shift = bn.running_mean.detach().double()
+        folded_bias = (bias - shift) * scale
+        if bn.bias is not None:
+            folded_bias = folded_bias + bn.bias.detach().double()
+        folded = copy.copy(conv)             # same hyperparameters, own parameters
+        folded._parameters = collections.OrderedDict(conv._parameters)
+        folded.weight = nn.Parameter((weight * scale.reshape(-1, 1, 1, 1)).to(dtype),
+                                     requires_grad=False)
+        folded.bias = nn.Parameter(folded_bias.to(dtype), requires_grad=False)
+    return folded
+
+
+def _activation_text(activation, spec):
+    if activation is None or isinstance(activation, nn.Module):
+        return type(activation).__name__
+    if spec == "relu":
+        return "relu"
+    if spec == "relu6":
+        return "relu6"
+    return f"clamp({spec[0]:g}, {spec[1]:g})"
+
+
+def _describe_modules(conv, activation=None, pool=None, batchnorm=None, residual=False):
+    parameters = conv_parameters(conv)
     k = _pair(conv.kernel_size)[0]
     text = f"Conv2d({conv.in_channels}->{conv.out_channels}, k{k}"
-    pads = conv_padding(conv)
+    for name in _CONV_KEYWORDS:
+        if parameters[name] != 1:
+            text += f", {name} {parameters[name]}"
+    pads = parameters["padding"]
     if any(pads):
         text += f", pad {pads[0]}" if len(set(pads)) == 1 else f", pad {pads}"
     text += ")"
-    if activation is not None:
-        text += f" + {type(activation).__name__}"
+    if batchnorm is not None:
+        text += f" + {type(batchnorm).__name__}"
+    if residual:
+        text += " + residual"
+    act = activation_of(activation)
+    if act is not None:
+        text += f" + {_activation_text(activation, act)}"
     if pool is not None:
         p = pool_parameters(pool)
         text += f" + MaxPool2d({p['pool']}, stride {p['pool_stride']}"
@@ -267,12 +403,38 @@ def _tensor_state(t):
     return (t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype, version)
 
 
-def _pack(weight, bias, spec, dtype_name, impl, threads):
-    """A convpool.Operator for the layer, its weights converted to dtype_name (torch's rounding)."""
+@dataclass(frozen=True)
+class _Layer:
+    """The op's layer: a LayerSpec and the conv's stride, dilation and groups."""
+
+    spec: LayerSpec
+    stride: int = 1
+    dilation: int = 1
+    groups: int = 1
+
+    def kwargs(self):
+        """The Operator keywords (stride, dilation, groups only where not 1: the
+        binding may not know them)."""
+        kwargs = self.spec.kwargs()
+        for name in _CONV_KEYWORDS:
+            if getattr(self, name) != 1:
+                kwargs[name] = getattr(self, name)
+        return kwargs
+
+
+def _pack(weight, bias, layer, dtype_name, impl, threads):
+    """A convpool.Operator for the layer, its weights converted to dtype_name (torch's rounding).
+
+    threads None: the operator runs on the process-wide pool, which follows
+    torch.get_num_threads() at each call; a number: threads of its own.
+    """
     dtype = _TORCH_DTYPES[dtype_name]
     w = _numpy_view(weight.detach().to(dtype).contiguous())
     b = None if bias is None else _numpy_view(bias.detach().to(dtype).contiguous())
-    return Operator(w, b, dtype=dtype_name, impl=impl, threads=threads, **spec.kwargs())
+    kwargs = layer.kwargs()
+    if threads is None:
+        kwargs["shared_pool"] = True
+    return Operator(w, b, dtype=dtype_name, impl=impl, threads=threads, **kwargs)
 
 
 class _Packed:
@@ -372,15 +534,29 @@ def _torch_pooled_size(size, window, stride, pad_lo, pad_hi, ceil_mode):
     return pooled
 
 
-def _torch_output_shape(x_shape, weight_shape, spec):
-    """[N, C_out, PH, PW] by torch's rules; RuntimeError where torch refuses the shape."""
+def _torch_conv_shape(x_shape, weight_shape, layer):
+    """[N, C_out, OH, OW] of the conv by torch's rule; RuntimeError where torch refuses it."""
     batch, _, height, width = x_shape
     c_out, _, k, _ = weight_shape
-    top, left, bottom, right = spec.padding
-    oh, ow = height + top + bottom - k + 1, width + left + right - k + 1
-    if oh < 1 or ow < 1:
+    top, left, bottom, right = layer.spec.padding
+    span = layer.dilation * (k - 1) + 1
+    if height + top + bottom < span or width + left + right < span:
         raise RuntimeError(f"the padded input {height + top + bottom}x{width + left + right} is "
-                           f"smaller than the {k}x{k} kernel")
+                           f"smaller than the {k}x{k} kernel (dilation {layer.dilation})")
+    oh = (height + top + bottom - span) // layer.stride + 1
+    ow = (width + left + right - span) // layer.stride + 1
+    return (batch, c_out, oh, ow)
+
+
+def _torch_output_shape(x_shape, weight_shape, layer):
+    """[N, C_out, PH, PW] by torch's rules; RuntimeError where torch refuses the shape.
+
+    layer: a _Layer, or a LayerSpec (stride, dilation and groups 1).
+    """
+    if isinstance(layer, LayerSpec):
+        layer = _Layer(layer)
+    batch, c_out, oh, ow = _torch_conv_shape(x_shape, weight_shape, layer)
+    spec = layer.spec
     pt, pl, pb, pr = spec.pool_padding
     ph = _torch_pooled_size(oh, spec.pool, spec.pool_stride, pt, pb, spec.ceil_mode)
     pw = _torch_pooled_size(ow, spec.pool, spec.pool_stride, pl, pr, spec.ceil_mode)
@@ -389,17 +565,21 @@ def _torch_output_shape(x_shape, weight_shape, spec):
     return (batch, c_out, ph, pw)
 
 
-def _torch_layer(x, weight, bias, spec):
+def _torch_layer(x, weight, bias, layer, residual=None):
     """The layer with torch's ops, in float32 from x's dtype, rounded once to it at the end."""
+    spec = layer.spec
     dtype = x.dtype
     w = weight.detach().to(dtype).float()
     b = None if bias is None else bias.detach().to(dtype).float()
     y = x.float()
     top, left, bottom, right = spec.padding
+    conv = {"stride": layer.stride, "dilation": layer.dilation, "groups": layer.groups}
     if (top, left) == (bottom, right):
-        y = F.conv2d(y, w, b, padding=(top, left))
+        y = F.conv2d(y, w, b, padding=(top, left), **conv)
     else:
-        y = F.conv2d(F.pad(y, (left, right, top, bottom)), w, b)
+        y = F.conv2d(F.pad(y, (left, right, top, bottom)), w, b, **conv)
+    if residual is not None:
+        y = y + residual.to(dtype).float()
     if spec.activation is not None:
         y = torch.clamp(y, *spec.clamp)
     pt, pl, pb, pr = spec.pool_padding
@@ -414,34 +594,44 @@ def _torch_layer(x, weight, bias, spec):
 # --------------------------------------------------------------------------
 # The registered op: convpool::conv2d_maxpool
 # --------------------------------------------------------------------------
+# stride, dilation, groups and residual come last, with defaults, so that calls
+# written before them still bind.
 _OP_SCHEMA = ("conv2d_maxpool(Tensor x, Tensor weight, Tensor? bias, int[4] padding, "
               "float clamp_min, float clamp_max, int pool, int pool_stride, "
-              "int[4] pool_padding, bool ceil_mode, int cache_key) -> Tensor")
+              "int[4] pool_padding, bool ceil_mode, int cache_key, int stride=1, "
+              "int dilation=1, int groups=1, Tensor? residual=None) -> Tensor")
 
 _GRAD_REFUSAL = ("ConvPool2d (convpool::conv2d_maxpool) is for inference only and an input "
                  "requires grad; run the model under torch.no_grad() or torch.inference_mode()")
 
 
 @functools.lru_cache(maxsize=1024)
-def _spec_of(padding, clamp_min, clamp_max, pool, pool_stride, pool_padding, ceil_mode):
-    """The LayerSpec of the op's arguments (checked: ValueError/TypeError naming the bad one)."""
+def _layer_of(padding, clamp_min, clamp_max, pool, pool_stride, pool_padding, ceil_mode,
+              stride, dilation, groups):
+    """The _Layer of the op's arguments (checked: ValueError/TypeError naming the bad one)."""
     if clamp_min == -math.inf and clamp_max == math.inf:
         activation = None
     elif clamp_min == 0.0 and clamp_max == math.inf:
         activation = "relu"
     else:
         activation = (clamp_min, clamp_max)
-    return LayerSpec.make(pool=pool, padding=padding, activation=activation,
+    spec = LayerSpec.make(pool=pool, padding=padding, activation=activation,
                           pool_stride=pool_stride, pool_padding=pool_padding,
                           ceil_mode=ceil_mode)
+    for name, value in zip(_CONV_KEYWORDS, (stride, dilation, groups)):
+        if value < 1:
+            raise ValueError(f"the conv's {name} = {value} must be >= 1")
+    return _Layer(spec, stride, dilation, groups)
 
 
-def _op_spec(padding, clamp_min, clamp_max, pool, pool_stride, pool_padding, ceil_mode):
-    return _spec_of(tuple(padding), float(clamp_min), float(clamp_max), int(pool),
-                    int(pool_stride), tuple(pool_padding), bool(ceil_mode))
+def _op_layer(padding, clamp_min, clamp_max, pool, pool_stride, pool_padding, ceil_mode,
+              stride=1, dilation=1, groups=1):
+    return _layer_of(tuple(padding), float(clamp_min), float(clamp_max), int(pool),
+                     int(pool_stride), tuple(pool_padding), bool(ceil_mode), int(stride),
+                     int(dilation), int(groups))
 
 
-def _check_op_tensors(x, weight, bias):
+def _check_op_tensors(x, weight, bias, groups=1, residual=None):
     """(dtype name, unbatched) of the op's tensors; TypeError/ValueError naming what is wrong."""
     dtype_name = _DTYPE_NAMES.get(x.dtype)
     if dtype_name is None:
@@ -450,45 +640,90 @@ def _check_op_tensors(x, weight, bias):
     if len(x_shape) not in (3, 4):
         raise ValueError(f"ConvPool2d expects [N, C, H, W] or [C, H, W], got shape {x_shape}")
     if len(w_shape) != 4 or w_shape[2] != w_shape[3]:
-        raise ValueError(f"the weight must be [C_out, C_in, K, K], got shape {w_shape}")
+        raise ValueError(f"the weight must be [C_out, C_in / groups, K, K], got shape {w_shape}")
     if weight.dtype not in _DTYPE_NAMES:
         raise TypeError(f"the weight has dtype {weight.dtype} (float32, float16 or bfloat16)")
+    if w_shape[0] % groups:
+        raise ValueError(f"the weight's {w_shape[0]} output channels are not a multiple of "
+                         f"groups = {groups}")
     if bias is not None:
         if bias.dtype not in _DTYPE_NAMES:
             raise TypeError(f"the bias has dtype {bias.dtype} (float32, float16 or bfloat16)")
         if tuple(bias.shape) != w_shape[:1]:
             raise ValueError(f"the bias has shape {tuple(bias.shape)}, the weight {w_shape}")
-    if x_shape[-3] != w_shape[1]:
-        raise ValueError(f"ConvPool2d expects {w_shape[1]} input channels, got input of shape "
-                         f"{x_shape}")
+    if x_shape[-3] != w_shape[1] * groups:
+        raise ValueError(f"ConvPool2d expects {w_shape[1] * groups} input channels, got input "
+                         f"of shape {x_shape}")
+    if residual is not None:
+        if residual.dtype not in _DTYPE_NAMES:
+            raise TypeError(f"the residual has dtype {residual.dtype} (float32, float16 or "
+                            "bfloat16)")
+        if residual.dim() != len(x_shape):
+            raise ValueError(f"the residual has shape {tuple(residual.shape)}, the input "
+                             f"{x_shape}: both batched or both not")
     return dtype_name, len(x_shape) == 3
 
 
-def _refuse_grad(x, weight, bias):
+def _refuse_grad(*tensors):
     # The op has no backward: a call that would record a graph is refused
     # rather than returning an output that silently does not require grad.
-    if torch.is_grad_enabled() and any(t is not None and t.requires_grad
-                                       for t in (x, weight, bias)):
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
         raise RuntimeError(_GRAD_REFUSAL)
 
 
+def _channels_last(x):
+    """Whether x is a channels_last [N, C, H, W] tensor (the output is made one too)."""
+    return (x.dim() == 4 and not x.is_contiguous()
+            and x.is_contiguous(memory_format=torch.channels_last))
+
+
+def _follow_torch_threads():
+    """Size the process-wide pool to torch.get_num_threads(), as torch's ops run."""
+    want = max(1, min(torch.get_num_threads(), 1024))
+    if shared_threads() != want:
+        set_shared_threads(want)
+
+
+def _run_operator(op, x, out, residual):
+    if op.shared_pool:
+        _follow_torch_threads()
+    if residual is None:
+        op(_numpy_view(x), out=_numpy_view(out))
+    else:
+        op(_numpy_view(x), out=_numpy_view(out), residual=_numpy_view(residual))
+
+
 def _op_cpu(x, weight, bias, padding, clamp_min, clamp_max, pool, pool_stride, pool_padding,
-            ceil_mode, cache_key):
-    _refuse_grad(x, weight, bias)
-    spec = _op_spec(padding, clamp_min, clamp_max, pool, pool_stride, pool_padding, ceil_mode)
-    dtype_name, unbatched = _check_op_tensors(x, weight, bias)
+            ceil_mode, cache_key, stride=1, dilation=1, groups=1, residual=None):
+    _refuse_grad(x, weight, bias, residual)
+    layer = _op_layer(padding, clamp_min, clamp_max, pool, pool_stride, pool_padding,
+                      ceil_mode, stride, dilation, groups)
+    dtype_name, unbatched = _check_op_tensors(x, weight, bias, layer.groups, residual)
+    channels_last = _channels_last(x)
     x = x.detach()                           # under no_grad: no graph is recorded anyway
+    if residual is not None:
+        residual = residual.detach()
     if unbatched:
         x = x.unsqueeze(0)
+        residual = None if residual is None else residual.unsqueeze(0)
+    if residual is not None:
+        conv_shape = _torch_conv_shape(tuple(x.shape), tuple(weight.shape), layer)
+        if tuple(residual.shape) != conv_shape:
+            raise ValueError(f"the residual has shape {tuple(residual.shape)}, the conv "
+                             f"output {conv_shape}")
     packs = _packs_for(cache_key)
     if x.shape[0] == 0:
-        out = x.new_empty(_torch_output_shape(x.shape, weight.shape, spec))
+        out = x.new_empty(_torch_output_shape(x.shape, weight.shape, layer))
     else:
         x = x.contiguous()
+        if residual is not None:
+            residual = residual.to(x.dtype).contiguous()
         try:
-            op = packs.operator(dtype_name, weight, bias, spec)
+            if residual is not None and not residual_supported():
+                raise UnsupportedError("convpool.Operator", 2, "unsupported", RESIDUAL_REFUSAL)
+            op = packs.operator(dtype_name, weight, bias, layer)
             out = torch.empty(op.output_shape(tuple(x.shape)), dtype=x.dtype)
-            op(_numpy_view(x), out=_numpy_view(out))
+            _run_operator(op, x, out, residual)
             refusal = None
         except (InvalidArgumentError, UnsupportedError, OutOfMemoryError) as exc:
             refusal = exc
@@ -497,21 +732,26 @@ def _op_cpu(x, weight, bias, padding, clamp_min, clamp_max, pool, pool_stride, p
             # where torch's modules would; where they cannot either, the
             # library's error (which names the value) is raised.
             try:
-                out = _torch_layer(x, weight, bias, spec)
+                out = _torch_layer(x, weight, bias, layer, residual)
             except Exception as exc:
                 raise refusal from exc
             packs.count_fallback(refusal)
+    if channels_last:
+        out = out.contiguous(memory_format=torch.channels_last)
     return out.squeeze(0) if unbatched else out
 
 
 def _op_meta(x, weight, bias, padding, clamp_min, clamp_max, pool, pool_stride, pool_padding,
-             ceil_mode, cache_key):
-    _refuse_grad(x, weight, bias)
-    spec = _op_spec(padding, clamp_min, clamp_max, pool, pool_stride, pool_padding, ceil_mode)
-    _, unbatched = _check_op_tensors(x, weight, bias)
+             ceil_mode, cache_key, stride=1, dilation=1, groups=1, residual=None):
+    _refuse_grad(x, weight, bias, residual)
+    layer = _op_layer(padding, clamp_min, clamp_max, pool, pool_stride, pool_padding,
+                      ceil_mode, stride, dilation, groups)
+    _, unbatched = _check_op_tensors(x, weight, bias, layer.groups, residual)
     x_shape = (1,) + tuple(x.shape) if unbatched else tuple(x.shape)
-    shape = _torch_output_shape(x_shape, tuple(weight.shape), spec)
-    return x.new_empty(shape[1:] if unbatched else shape)
+    shape = _torch_output_shape(x_shape, tuple(weight.shape), layer)
+    memory_format = torch.channels_last if _channels_last(x) else torch.contiguous_format
+    return torch.empty(shape[1:] if unbatched else shape, dtype=x.dtype, device=x.device,
+                       memory_format=memory_format)
 
 
 # ONNX tensor element types of the dtypes the op takes.
@@ -534,10 +774,17 @@ def _onnx_opset(g):
     return opset
 
 
+def _onnx_unsqueeze(g, value, opset):
+    return (g.op("Unsqueeze", value, g.op("Constant", value_t=torch.tensor([0])))
+            if opset >= 13 else g.op("Unsqueeze", value, axes_i=[0]))
+
+
 def _onnx_symbolic(g, x, weight, bias, padding, clamp_min, clamp_max, pool, pool_stride,
-                   pool_padding, ceil_mode, cache_key):
-    """convpool::conv2d_maxpool as ONNX's Conv -> [Relu | Clip] -> [MaxPool]."""
-    spec = _op_spec(padding, clamp_min, clamp_max, pool, pool_stride, pool_padding, ceil_mode)
+                   pool_padding, ceil_mode, cache_key, stride, dilation, groups, residual):
+    """convpool::conv2d_maxpool as ONNX's Conv -> [Add] -> [Relu | Clip] -> [MaxPool]."""
+    layer = _op_layer(padding, clamp_min, clamp_max, pool, pool_stride, pool_padding,
+                      ceil_mode, stride, dilation, groups)
+    spec = layer.spec
     opset = _onnx_opset(g)
     scalar = x.type().scalarType() if x.type() is not None else None
     if scalar not in _ONNX_SCALARS:
@@ -545,15 +792,22 @@ def _onnx_symbolic(g, x, weight, bias, padding, clamp_min, clamp_max, pool, pool
                      f"inputs, this one is {scalar}", x)
     dtype, onnx_type = _ONNX_SCALARS[scalar]
     rank = x.type().dim()
+    has_residual = residual is not None and not residual.node().mustBeNone()
     if rank == 3:                            # [C, H, W]: Conv wants a batch dimension
-        x = (g.op("Unsqueeze", x, g.op("Constant", value_t=torch.tensor([0])))
-             if opset >= 13 else g.op("Unsqueeze", x, axes_i=[0]))
+        x = _onnx_unsqueeze(g, x, opset)
+        if has_residual:
+            residual = _onnx_unsqueeze(g, residual, opset)
     parameters = [weight] if bias.node().mustBeNone() else [weight, bias]
     # Conv wants one element type; the op converts the weights to x's.
     parameters = [p if p.type().scalarType() == scalar else g.op("Cast", p, to_i=onnx_type)
                   for p in parameters]
-    y = g.op("Conv", x, *parameters, pads_i=list(spec.padding), strides_i=[1, 1],
-             dilations_i=[1, 1], group_i=1)
+    y = g.op("Conv", x, *parameters, pads_i=list(spec.padding),
+             strides_i=[layer.stride, layer.stride],
+             dilations_i=[layer.dilation, layer.dilation], group_i=layer.groups)
+    if has_residual:
+        if residual.type().scalarType() != scalar:
+            residual = g.op("Cast", residual, to_i=onnx_type)
+        y = g.op("Add", y, residual)
     if spec.activation is not None:
         lo, hi = spec.clamp
         if (lo, hi) == (0.0, math.inf):
@@ -603,7 +857,7 @@ def _register_op():
     except ImportError:                      # a torch without ONNX export: it refuses the op
         return library
     symbolic = symbolic_helper.parse_args("v", "v", "v", "is", "f", "f", "i", "i", "is", "b",
-                                          "i")(_onnx_symbolic)
+                                          "i", "i", "i", "i", "v")(_onnx_symbolic)
     register_custom_op_symbolic("convpool::conv2d_maxpool", symbolic, 9)
     return library
 
@@ -615,24 +869,36 @@ _LIBRARY = _register_op()
 # The module
 # --------------------------------------------------------------------------
 class ConvPool2d(nn.Module):
-    """pool(activation(conv(x))) as one convpool layer (inference only).
+    """pool(activation(conv(x) [+ residual])) as one convpool layer (inference only).
 
-    ConvPool2d(conv, activation=None, pool=None, *, impl="auto", threads=None)
+    ConvPool2d(conv, activation=None, pool=None, *, batchnorm=None, residual=False,
+               impl="auto", threads=None)
 
-    conv        an nn.Conv2d: square kernel, stride 1, dilation 1, groups 1,
-                padding_mode "zeros", padding an int, a pair, "same" or "valid".
-    activation  None, nn.ReLU, nn.ReLU6 or nn.Hardtanh (inplace or not).
+    conv        an nn.Conv2d: square kernel, padding_mode "zeros", padding an
+                int, a pair, "same" or "valid"; stride, dilation and groups
+                as far as this binding and library compute them (today 1;
+                UnsupportedLayer says which one is not).
+    activation  None, nn.ReLU, nn.ReLU6 or nn.Hardtanh (inplace or not), or
+                convpool's form of one: "relu", "relu6", a (min, max) clamp.
     pool        None or an nn.MaxPool2d: square window and stride, any padding
                 up to half the window, ceil_mode, dilation 1, no indices.
-    impl, threads  as for convpool.Operator.
+    batchnorm   None or an nn.BatchNorm2d in eval mode, folded into the
+                weights and bias (in float64, rounded once to their dtype).
+    residual    True: forward(x, residual) adds residual (the conv output's
+                shape) before the activation, when the binding can.
+    impl        as for convpool.Operator.
+    threads     None (default): the process-wide pool of every convpool
+                operator, sized to torch.get_num_threads() at each call; a
+                number: threads of this layer's own.
     None of them may have hooks or parametrizations.
 
     The weights and bias are kept as buffers (``weight``, ``bias``, sharing
-    the conv's storage) and packed into a convpool.Operator for their dtype
-    here. A call whose ``weight`` or ``bias`` changed since they were packed
-    (another tensor, or an in-place write that moved the version counter:
-    load_state_dict, edits under torch.no_grad()) packs them again first;
-    repack() does it now (after edits through ``.data``).
+    the conv's storage unless a batchnorm was folded into them) and packed
+    into a convpool.Operator for their dtype here. A call whose ``weight`` or
+    ``bias`` changed since they were packed (another tensor, or an in-place
+    write that moved the version counter: load_state_dict, edits under
+    torch.no_grad()) packs them again first; repack() does it now (after
+    edits through ``.data``).
 
     A call the library refuses (a shape, a dtype) is computed with torch's
     ops; ``fallback_calls`` counts them and ``fallback_reason`` holds the
@@ -642,23 +908,38 @@ class ConvPool2d(nn.Module):
     # Python-side state, not compiled by torch.jit.script.
     __jit_unused_properties__ = ["fallback_calls", "fallback_reason"]
 
-    def __init__(self, conv, activation=None, pool=None, *, impl="auto", threads=None):
+    def __init__(self, conv, activation=None, pool=None, *, batchnorm=None, residual=False,
+                 impl="auto", threads=None):
         super().__init__()
-        padding = conv_padding(conv)
+        parameters = conv_parameters(conv)
         act = activation_of(activation)
         pooling = pool_parameters(pool)
+        _check_binding_conv(conv, parameters)
+        if residual and not residual_supported():
+            raise UnsupportedLayer(conv, f"a residual input: {RESIDUAL_REFUSAL}")
+        source = _describe_modules(conv, activation, pool, batchnorm, residual)
+        if batchnorm is not None:
+            conv = fold_batchnorm(conv, batchnorm)
         self.in_channels = conv.in_channels
         self.out_channels = conv.out_channels
         self.kernel_size = _pair(conv.kernel_size)[0]
-        self.spec = LayerSpec.make(padding=padding, activation=act, **pooling)
+        self.stride = parameters["stride"]
+        self.dilation = parameters["dilation"]
+        self.groups = parameters["groups"]
+        self.residual = bool(residual)
+        self.spec = LayerSpec.make(padding=parameters["padding"], activation=act, **pooling)
         self.impl = impl
         self.threads = threads
-        self.source = _describe_modules(conv, activation, pool)
+        self.source = source
         self.register_buffer("weight", conv.weight.detach())
         self.register_buffer("bias", None if conv.bias is None else conv.bias.detach())
         self._set_op_arguments()
         self._attach_packs()
-        self.operator(_DTYPE_NAMES[self.weight.dtype])       # packed once, here
+        try:
+            self.operator(_DTYPE_NAMES[self.weight.dtype])      # packed once, here
+        except (UnsupportedError, InvalidArgumentError) as exc:
+            raise UnsupportedLayer(conv, f"the library refuses the layer: {exc.message or exc}") \
+                from exc
 
     @classmethod
     def from_modules(cls, conv, act=None, pool=None, **kwargs):
@@ -675,6 +956,11 @@ class ConvPool2d(nn.Module):
         self._pool_stride = spec.pool_stride
         self._pool_padding = list(spec.pool_padding)
         self._ceil_mode = spec.ceil_mode
+        # Modules pickled before these existed computed stride 1 without a residual.
+        self.__dict__.setdefault("stride", 1)
+        self.__dict__.setdefault("dilation", 1)
+        self.__dict__.setdefault("groups", 1)
+        self.__dict__.setdefault("residual", False)
 
     def _attach_packs(self):
         self._packs = _Packs(self.impl, self.threads)
@@ -688,9 +974,10 @@ class ConvPool2d(nn.Module):
 
         Packed again when ``weight`` or ``bias`` changed since.
         """
-        spec = _op_spec(self._padding, self._clamp_min, self._clamp_max, self._pool,
-                        self._pool_stride, self._pool_padding, self._ceil_mode)
-        return self._packs.operator(dtype_name, self.weight, self.bias, spec)
+        layer = _op_layer(self._padding, self._clamp_min, self._clamp_max, self._pool,
+                          self._pool_stride, self._pool_padding, self._ceil_mode, self.stride,
+                          self.dilation, self.groups)
+        return self._packs.operator(dtype_name, self.weight, self.bias, layer)
 
     def repack(self):
         """Pack the weights again now (after an edit the version counter does not see)."""
@@ -722,7 +1009,10 @@ class ConvPool2d(nn.Module):
         self._attach_packs()
 
     # -- run -----------------------------------------------------------------
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, residual: Optional[torch.Tensor] = None) -> torch.Tensor:
+        if self.residual != (residual is not None):
+            raise ValueError("ConvPool2d: a residual input is required by a layer made with "
+                             "residual=True, and refused by the others")
         if not torch.jit.is_scripting():
             if not isinstance(x, (torch.Tensor, torch.fx.Proxy)):
                 raise TypeError(f"ConvPool2d expects a torch.Tensor, got {type(x).__name__}")
@@ -730,13 +1020,19 @@ class ConvPool2d(nn.Module):
                 raise ValueError(f"ConvPool2d runs on the CPU; the input is on {x.device}")
         return torch.ops.convpool.conv2d_maxpool(
             x, self.weight, self.bias, self._padding, self._clamp_min, self._clamp_max,
-            self._pool, self._pool_stride, self._pool_padding, self._ceil_mode, self._cache_key)
+            self._pool, self._pool_stride, self._pool_padding, self._ceil_mode, self._cache_key,
+            self.stride, self.dilation, self.groups, residual)
 
     def extra_repr(self):
         parts = [f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}"]
+        for name in _CONV_KEYWORDS:
+            if getattr(self, name) != 1:
+                parts.append(f"{name}={getattr(self, name)}")
         spec = self.spec
         if any(spec.padding):
             parts.append(f"padding={spec.padding}")
+        if self.residual:
+            parts.append("residual=True")
         if spec.activation is not None:
             parts.append(f"activation={spec.activation!r}")
         if spec.pool != 1 or spec.pool_stride != 1:
@@ -749,135 +1045,5 @@ class ConvPool2d(nn.Module):
         return ", ".join(parts)
 
 
-# --------------------------------------------------------------------------
-# fuse()
-# --------------------------------------------------------------------------
-@dataclass
-class FuseReport:
-    """What fuse() did.
-
-    fused: (path, what it replaced) per ConvPool2d, the path being the
-        Conv2d's, e.g. ("features.0", "Conv2d(3->64, k3, pad 1) + ReLU").
-    left: (path, module type, reason) per Conv2d or MaxPool2d left to torch,
-        and per activation after a fused Conv2d that it could not absorb.
-    """
-
-    fused: list = field(default_factory=list)
-    left: list = field(default_factory=list)
-
-    def __str__(self):
-        lines = [f"fused {len(self.fused)} layer(s), left {len(self.left)} module(s) to torch"]
-        lines += [f"  fused {path}: {text}" for path, text in self.fused]
-        lines += [f"  left  {path} ({kind}): {reason}" for path, kind, reason in self.left]
-        return "\n".join(lines)
-
-
-def _join(prefix, name):
-    return f"{prefix}.{name}" if prefix else name
-
-
-def _fuse_sequential(prefix, seq, report, kwargs):
-    names = list(seq._modules.keys())
-    modules = list(seq._modules.values())
-    i = 0
-    while i < len(modules):
-        module = modules[i]
-        path = _join(prefix, names[i])
-        if isinstance(module, nn.MaxPool2d):
-            before = type(modules[i - 1]).__name__ if i else "nothing"
-            report.left.append((path, "MaxPool2d", f"follows {before}, not a fused Conv2d"))
-            i += 1
-            continue
-        if not isinstance(module, nn.Conv2d):
-            i += 1
-            continue
-        try:
-            conv_padding(module)
-        except UnsupportedLayer as exc:
-            report.left.append((path, type(module).__name__, exc.reason))
-            # A pool right after it (with or without an activation) stays with it.
-            j = i + 1
-            if j < len(modules) and _is_activation(modules[j]):
-                j += 1
-            if j < len(modules) and isinstance(modules[j], nn.MaxPool2d):
-                report.left.append((_join(prefix, names[j]), "MaxPool2d",
-                                    f"follows {path}, which is left to torch"))
-                j += 1
-            i = j
-            continue
-        j = i + 1
-        activation = pool = None
-        held = False                         # an activation that stays with torch ends the run
-        if j < len(modules) and type(modules[j]) in _ACTIVATION_TYPES:
-            try:
-                activation_of(modules[j])
-                activation = modules[j]
-                j += 1
-            except UnsupportedLayer as exc:  # hooks, bounds float32 cannot hold
-                report.left.append((_join(prefix, names[j]), type(modules[j]).__name__,
-                                    exc.reason))
-                held = True
-        end = j                              # one past the last module absorbed
-        if not held and j < len(modules) and isinstance(modules[j], nn.MaxPool2d):
-            try:
-                pool_parameters(modules[j])
-                pool = modules[j]
-                end = j + 1
-            except UnsupportedLayer as exc:  # the pool stays with torch
-                report.left.append((_join(prefix, names[j]), "MaxPool2d", exc.reason))
-            j += 1
-        fused = ConvPool2d(module, activation, pool, **kwargs)
-        seq._modules[names[i]] = fused
-        for n in range(i + 1, end):
-            seq._modules[names[n]] = nn.Identity()
-        report.fused.append((path, fused.source))
-        i = j
-
-
-_ACTIVATION_TYPES = (nn.ReLU, nn.ReLU6, nn.Hardtanh)
-
-
-def _is_activation(module):
-    try:
-        return module is not None and type(module) is not nn.Identity \
-            and activation_of(module) is not None
-    except UnsupportedLayer:
-        return False
-
-
-def fuse(model, *, inplace=False, impl="auto", threads=None):
-    """Replace Conv2d -> [activation] -> [MaxPool2d] runs in nn.Sequential containers.
-
-    model    any nn.Module; its nn.Sequential containers (those that keep
-             Sequential's forward) are searched at every depth.
-    inplace  False (default): work on a deep copy and leave model as it is.
-    impl, threads  passed to every ConvPool2d.
-
-    Returns (model, FuseReport). Conv2d modules outside a Sequential are left
-    to torch (their owner's forward may use them in other ways) and listed in
-    the report, as are those convpool cannot run (stride, groups, dilation,
-    non-square kernels, padding_mode), pools and activations it cannot take,
-    and modules with hooks or parametrizations (a fused layer would not run
-    them).
-    """
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"fuse expects an nn.Module, got {type(model).__name__}")
-    if not inplace:
-        model = copy.deepcopy(model)
-    report = FuseReport()
-    kwargs = {"impl": impl, "threads": threads}
-    sequentials = [(name, m) for name, m in model.named_modules()
-                   if isinstance(m, nn.Sequential) and type(m).forward is nn.Sequential.forward]
-    inside = set()
-    for name, seq in sequentials:
-        inside.update(id(m) for m in seq._modules.values())
-        _fuse_sequential(name, seq, report, kwargs)
-    for name, m in model.named_modules():
-        if isinstance(m, nn.Conv2d) and id(m) not in inside:
-            report.left.append((name, type(m).__name__,
-                                "not in a plain nn.Sequential (its owner's forward may use "
-                                "it in other ways)"))
-    order = {name: i for i, (name, _) in enumerate(model.named_modules(remove_duplicate=False))}
-    report.fused.sort(key=lambda entry: order.get(entry[0], len(order)))
-    report.left.sort(key=lambda entry: order.get(entry[0], len(order)))
-    return model, report
+# fuse() and its report (the fx matcher) live in _fuse.py.
+from ._fuse import FuseReport, fuse  # noqa: E402

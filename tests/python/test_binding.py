@@ -183,6 +183,54 @@ class TestOperator(unittest.TestCase):
         for r in results:
             self.assertEqual(r.tobytes(), want.tobytes())
 
+    def test_shared_pool(self):
+        """Operators on the process-wide pool: its size, the same bytes, concurrent runs."""
+        before = convpool.shared_threads()
+        try:
+            with convpool.Operator(self.w, self.b, pool=2, threads=1) as own:
+                want = own(self.x)
+                self.assertFalse(own.shared_pool)
+            with convpool.Operator(self.w, self.b, pool=2, shared_pool=True) as a, \
+                    convpool.Operator(self.w, self.b, pool=2, shared_pool=True,
+                                      impl="im2col") as b:
+                self.assertTrue(a.shared_pool)
+                for n in (1, 3, 2):
+                    convpool.set_shared_threads(n)
+                    self.assertEqual(convpool.shared_threads(), n)
+                    self.assertEqual(a.plan(self.x.shape)["threads"], n)
+                    self.assertEqual(a(self.x).tobytes(), want.tobytes())
+                    self.assertLessEqual(a.last_run_stats()["threads"], n)
+                # Two operators on the pool from two Python threads take turns.
+                results, errors = [], []
+
+                def worker(op):
+                    try:
+                        for _ in range(10):
+                            results.append(op(self.x))
+                    except Exception as exc:     # reported below
+                        errors.append(exc)
+                threads = [threading.Thread(target=worker, args=(op,)) for op in (a, b, a, b)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                self.assertEqual(errors, [])
+                self.assertEqual(len(results), 40)
+                for r in results:
+                    np.testing.assert_allclose(r, want, rtol=1e-5)
+            with self.assertRaises(convpool.InvalidArgumentError) as ctx:
+                convpool.Operator(self.w, shared_pool=True, threads=2)
+            self.assertIn("threads = 2 with shared_pool", ctx.exception.message)
+            with self.assertRaises(TypeError):
+                convpool.Operator(self.w, shared_pool=1)
+            for bad in (-1, 1025):
+                with self.assertRaises(ValueError):
+                    convpool.set_shared_threads(bad)
+            convpool.set_shared_threads(0)
+            self.assertEqual(convpool.shared_threads(), convpool.info()["usable_cpus"])
+        finally:
+            convpool.set_shared_threads(before)
+
     def test_impl_values(self):
         with convpool.Operator(self.w, impl="sr") as op:
             want = op(self.x)

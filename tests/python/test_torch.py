@@ -260,41 +260,51 @@ class TestFuse(unittest.TestCase):
         model = self.model()
         x = torch.rand(2, 3, 32, 32)
         want = torch_run([model], x)
-        fused, report = cpt.fuse(model)
+        fused, report = cpt.fuse(model, report=True)
         got = torch_run([fused], x)
         self.assertLessEqual(relative_error(got, want), 1e-5)
-        self.assertEqual([p for p, _ in report.fused],
-                         ["0", "6.0", "7", "9", "12"])
+        self.assertEqual([f.path for f in report.fused],
+                         ["0", "6.0", "7", "9", "11.conv", "12"])
         left = {path: reason for path, _, reason in report.left}
         self.assertIn("stride", left["3"])
         self.assertIn("left to torch", left["5"])
         self.assertIn("dilation", left["10"])
-        self.assertIn("Sequential", left["11.conv"])
-        self.assertEqual(len(left), 4, str(report))
-        # Absorbed modules become Identity; the others keep their places.
-        self.assertIsInstance(fused[0], cpt.ConvPool2d)
-        self.assertIsInstance(fused[1], nn.Identity)
-        self.assertIsInstance(fused[2], nn.Identity)
-        self.assertIsInstance(fused[3], nn.Conv2d)
-        self.assertIsInstance(fused[6][1], nn.BatchNorm2d)
-        self.assertIsInstance(fused[8], nn.Identity)
-        self.assertIsInstance(fused[10], nn.MaxPool2d)
-        self.assertIsInstance(fused[13], nn.Identity)
+        self.assertEqual(len(left), 3, str(report))
+        # A GraphModule: each ConvPool2d at its Conv2d's path, the absorbed
+        # modules gone, the others kept.
+        self.assertIsInstance(fused, torch.fx.GraphModule)
+        modules = dict(fused.named_modules())
+        for path in ("0", "6.0", "7", "9", "11.conv", "12"):
+            self.assertIsInstance(modules[path], cpt.ConvPool2d, path)
+        for path in ("1", "2", "6.1", "6.2", "8", "13"):
+            self.assertNotIn(path, modules)
+        self.assertIsInstance(modules["3"], nn.Conv2d)
+        self.assertIsInstance(modules["10"], nn.MaxPool2d)
+        self.assertIn("BatchNorm2d", {f.path: f.source for f in report.fused}["6.0"])
+        self.assertIs(fused.convpool_report, report)
         # The model itself was left as it was.
         self.assertIsInstance(model[0], nn.Conv2d)
         self.assertTrue(torch.equal(torch_run([model], x), want))
-        self.assertIn("fused 5 layer(s)", str(report))
+        self.assertIn("fused 6 layer(s)", str(report))
         # A fused model has nothing more to fuse.
-        again, report2 = cpt.fuse(fused)
+        again, report2 = cpt.fuse(fused, report=True)
         self.assertEqual(report2.fused, [])
         self.assertTrue(torch.equal(torch_run([again], x), got))
 
     def test_inplace(self):
         model = self.model()
-        same, _ = cpt.fuse(model, inplace=True, impl="im2col", threads=1)
-        self.assertIs(same, model)
-        self.assertIsInstance(model[0], cpt.ConvPool2d)
-        self.assertEqual(model[0].impl, "im2col")
+        same = cpt.fuse(model, inplace=True, impl="im2col", threads=1)
+        # No copy: the fused module shares the model's modules and tensors; fx
+        # builds a new module, so the model itself is not rewritten.
+        self.assertIsInstance(model[0], nn.Conv2d)
+        self.assertIs(same.get_submodule("3"), model[3])
+        self.assertEqual(same.get_submodule("0").weight.data_ptr(), model[0].weight.data_ptr())
+        self.assertEqual(same.get_submodule("0").impl, "im2col")
+        self.assertEqual(same.get_submodule("0").threads, 1)
+        copied = cpt.fuse(model)
+        self.assertIsNot(copied.get_submodule("3"), model[3])
+        self.assertNotEqual(copied.get_submodule("0").weight.data_ptr(),
+                            model[0].weight.data_ptr())
 
     def test_not_a_module(self):
         with self.assertRaises(TypeError):
@@ -315,7 +325,7 @@ class TestWeightChanges(unittest.TestCase):
         self.a, self.b = conv_act_pool(), conv_act_pool()
 
     def test_load_state_dict(self):
-        fused, _ = cpt.fuse(self.a)
+        fused = cpt.fuse(self.a)
         torch_run([fused], self.x.half())                  # a float16 operator packed too
         result = fused.load_state_dict(self.b.state_dict())
         self.assertEqual((result.missing_keys, result.unexpected_keys), ([], []))
@@ -326,31 +336,31 @@ class TestWeightChanges(unittest.TestCase):
         self.assertLessEqual(relative_error(got16, torch_run([self.b], self.x.half().float())),
                              1e-2)
         # A fused model's state dict loads into a fused model as well.
-        other, _ = cpt.fuse(self.a)
+        other = cpt.fuse(self.a)
         other.load_state_dict(fused.state_dict())
         self.assertTrue(torch.equal(torch_run([other], self.x), got))
 
     def test_in_place_edits_and_new_tensors(self):
-        fused, _ = cpt.fuse(self.a)
+        fused = cpt.fuse(self.a)
         want = copy.deepcopy(self.a)
         with torch.no_grad():
-            for m in (fused[0], want[0]):
+            for m in (fused.get_submodule("0"), want[0]):
                 m.weight.mul_(-2.0)
                 m.bias.add_(0.25)
         self.assertLessEqual(relative_error(torch_run([fused], self.x),
                                             torch_run([want], self.x)), 1e-5)
         # A buffer replaced by another tensor.
-        fused[0].weight = self.b[0].weight.detach().clone()
-        fused[0].bias = self.b[0].bias.detach().clone()
+        fused.get_submodule("0").weight = self.b[0].weight.detach().clone()
+        fused.get_submodule("0").bias = self.b[0].bias.detach().clone()
         self.assertLessEqual(relative_error(torch_run([fused], self.x),
                                             torch_run([self.b], self.x)), 1e-5)
         # Unchanged weights are not packed again.
-        op = fused[0].operator("float32")
+        op = fused.get_submodule("0").operator("float32")
         torch_run([fused], self.x)
-        self.assertIs(fused[0].operator("float32"), op)
+        self.assertIs(fused.get_submodule("0").operator("float32"), op)
 
     def test_grad_still_refused(self):
-        fused, _ = cpt.fuse(self.a)
+        fused = cpt.fuse(self.a)
         fused.load_state_dict(self.b.state_dict())
         with self.assertRaises(RuntimeError) as ctx:
             fused(self.x.clone().requires_grad_())
@@ -393,7 +403,7 @@ class TestHooks(unittest.TestCase):
                 model = conv_act_pool()
                 add(model[0])
                 want = torch_run([model], self.x)
-                fused, report = cpt.fuse(model)
+                fused, report = cpt.fuse(model, report=True)
                 self.assertEqual(report.fused, [], str(report))
                 left = {path: reason for path, _, reason in report.left}
                 self.assertIn(text, left["0"])
@@ -405,16 +415,16 @@ class TestHooks(unittest.TestCase):
         # The forward hook that zeroes the conv's output still does.
         model = conv_act_pool()
         model[0].register_forward_hook(lambda mod, inp, out: out * 0)
-        fused, _ = cpt.fuse(model)
+        fused = cpt.fuse(model)
         self.assertEqual(float(torch_run([fused], self.x).abs().max()), 0.0)
 
     def test_hooked_activation_or_pool_stays_with_torch(self):
         model = conv_act_pool()
         model[1].register_forward_hook(lambda mod, inp, out: out * 0)
-        fused, report = cpt.fuse(model)
-        self.assertEqual([p for p, _ in report.fused], ["0"])
-        self.assertIsInstance(fused[1], nn.ReLU)
-        self.assertIsInstance(fused[2], nn.MaxPool2d)
+        fused, report = cpt.fuse(model, report=True)
+        self.assertEqual([f.path for f in report.fused], ["0"])
+        self.assertIsInstance(fused.get_submodule("1"), nn.ReLU)
+        self.assertIsInstance(fused.get_submodule("2"), nn.MaxPool2d)
         left = {path: (kind, reason) for path, kind, reason in report.left}
         self.assertEqual(left["1"][0], "ReLU")
         self.assertIn("forward hook", left["1"][1])
@@ -423,17 +433,17 @@ class TestHooks(unittest.TestCase):
         model = conv_act_pool()
         model[2].register_forward_pre_hook(lambda mod, inp: (inp[0] + 1,))
         want = torch_run([model], self.x)
-        fused, report = cpt.fuse(model)
-        self.assertIsInstance(fused[1], nn.Identity)
-        self.assertIsInstance(fused[2], nn.MaxPool2d)
+        fused, report = cpt.fuse(model, report=True)
+        self.assertNotIn("1", dict(fused.named_modules()))      # the ReLU was absorbed
+        self.assertIsInstance(fused.get_submodule("2"), nn.MaxPool2d)
         self.assertIn("forward pre-hook", dict((p, r) for p, _, r in report.left)["2"])
         self.assertLessEqual(relative_error(torch_run([fused], self.x), want), 1e-5)
 
     def test_hardtanh_bounds_float32_cannot_hold(self):
         model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Hardtanh(-1e39, 1e39)).eval()
-        fused, report = cpt.fuse(model)
-        self.assertEqual([p for p, _ in report.fused], ["0"])
-        self.assertIsInstance(fused[1], nn.Hardtanh)           # torch's (which refuses too)
+        fused, report = cpt.fuse(model, report=True)
+        self.assertEqual([f.path for f in report.fused], ["0"])
+        self.assertIsInstance(fused.get_submodule("1"), nn.Hardtanh)  # torch's (which refuses too)
         reason = dict((p, r) for p, _, r in report.left)["1"]
         self.assertIn("1e+39", reason)
         with self.assertRaises(cpt.UnsupportedLayer) as ctx:
@@ -500,7 +510,7 @@ class TestTraceScriptExport(unittest.TestCase):
             warnings.simplefilter("ignore", UserWarning)    # "same" with an even kernel
             self.want = torch_run([self.model], self.x)
             self.want2 = torch_run([self.model], self.x2)
-        self.fused, report = cpt.fuse(self.model)
+        self.fused, report = cpt.fuse(self.model, report=True)
         self.assertEqual(len(report.fused), 3, str(report))
 
     def check(self, module):
@@ -550,7 +560,7 @@ class TestTraceScriptExport(unittest.TestCase):
         self.assertEqual(len(packs), 2 * 3)                 # each layer on its first call only
 
     def test_meta(self):
-        layer = self.fused[0]
+        layer = self.fused.get_submodule("0")
         for shape in ((2, 3, 13, 12), (3, 4, 4), (0, 3, 5, 5)):
             with self.subTest(shape=shape):
                 x = torch.empty(shape, device="meta")
@@ -693,7 +703,7 @@ class TestTorchvisionModels(unittest.TestCase):
         t0 = time.perf_counter()
         want = torch_run([model], x)
         t_torch = time.perf_counter() - t0
-        fused, report = cpt.fuse(model, inplace=True)
+        fused, report = cpt.fuse(model, inplace=True, report=True)
         t0 = time.perf_counter()
         got = torch_run([fused], x)
         t_fused = time.perf_counter() - t0
