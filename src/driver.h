@@ -25,6 +25,7 @@ typedef struct cp_run {
   cp_widen_fn widen;   /* 16-bit src -> fp32 rows; NULL for float32 */
   const cp_epilogue *epilogue;
   const unsigned char *src;
+  const unsigned char *residual; /* [batch, c_out, oh, ow], or NULL without one */
   unsigned char *dst;
   unsigned char *scratch; /* threads x pl->scratch_bytes */
   cp_phase_times *times;  /* one per thread */

@@ -35,6 +35,11 @@
  * activation value 17 pool stride: b % 6: 0 (= the window), 1, 2, 3, 4, -1 (invalid) 18 pool
  * padding: side s = (b >> 2s) & 3 (invalid above pool / 2) 19 ceil_mode: b & 1, or 2 (invalid) for
  * b >= 250
+ * With flags 32 and 64, four more bytes follow those five (then the tensor data), and a residual
+ * layer runs through convpool_op_run_residual / convpool_layer_run_residual: 20 conv stride
+ * {1, 2, 3, 1, 2, 3, 0, -1}[b % 8] 21 dilation {1, 2, 3, 1, 2, 0}[b % 6] 22 groups b % 5: 1, 2,
+ * 3, c_in (depthwise), 0 (invalid; any that does not divide c_in and c_out is) 23 has_residual:
+ * b & 1, or 2 (invalid) for b >= 250; with flag 128 the residual lies over dst (refused)
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -52,6 +57,7 @@
 #define X_CAP ((size_t)3 * 6 * MAX_HW * MAX_HW)
 #define W_CAP ((size_t)12 * 6 * 5 * 5)
 #define Y_CAP ((size_t)3 * 12 * (MAX_HW + 12) * (MAX_HW + 12)) /* pads and stride 1 */
+#define R_CAP Y_CAP /* the residual: the conv output, at most the stride-1 pool-1 output */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -118,15 +124,16 @@ static int ranges_overlap(const void *a, size_t an, const void *b, size_t bn) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static unsigned char *arena, *x_copy, *w, *bias;
+  static unsigned char *arena, *x_copy, *w, *bias, *residual_data;
   static rel_alloc counting;
   if (arena == NULL) { /* once: buffers at their largest, and the allocator */
     arena = malloc(X_CAP * 4 + Y_CAP * 4);
     x_copy = malloc(X_CAP * 4);
     w = malloc(W_CAP * 4);
     bias = malloc(12 * 4);
+    residual_data = malloc(R_CAP * 4);
     rel_alloc_init(&counting);
-    if (!arena || !x_copy || !w || !bias) abort();
+    if (!arena || !x_copy || !w || !bias || !residual_data) abort();
   }
   reader in = {data, size, 0};
 
@@ -195,6 +202,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     layer.ceil_mode = b >= 250 ? 2 : (int)(b & 1);
     if (b >= 250) layer_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
   }
+  if (use_layer && (flags & 64)) { /* conv stride, dilation, groups, a residual */
+    static const int64_t strides[8] = {1, 2, 3, 1, 2, 3, 0, -1}, dilations[6] = {1, 2, 3, 1, 2, 0};
+    layer.stride = strides[next(&in) % 8];
+    layer.dilation = dilations[next(&in) % 6];
+    b = next(&in) % 5;
+    layer.groups = b == 3 ? c_in : b == 4 ? 0 : (int64_t)b + 1;
+    b = next(&in);
+    layer.has_residual = b >= 250 ? 2 : (int64_t)(b & 1);
+    if (layer.stride < 1 || layer.dilation < 1 || layer.has_residual == 2 || layer.groups < 1 ||
+        (c_in >= 1 && c_in % layer.groups != 0) || (c_out >= 1 && c_out % layer.groups != 0))
+      layer_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
+  }
   const uint8_t *values = data + (in.i < size ? in.i : size);
   const size_t n_values = size - (in.i < size ? in.i : size);
   const int has_bias = flags & 1;
@@ -210,14 +229,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (algo != CONVPOOL_ALGO_AUTO && algo != CONVPOOL_ALGO_SHIFT_REDUCE &&
       algo != CONVPOOL_ALGO_IM2COL && algo != CONVPOOL_ALGO_WINOGRAD)
     create_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
-  if (algo == CONVPOOL_ALGO_WINOGRAD && k != 3) /* it computes 3x3 filters only */
+  /* Winograd computes 3x3 filters of stride, dilation and groups 1 only;
+     shift-reduce declines dilation (of a filter wider than 1) */
+  if (algo == CONVPOOL_ALGO_WINOGRAD &&
+      (k != 3 || layer.stride != 1 || layer.dilation != 1 || layer.groups != 1))
+    create_causes |= BIT(CONVPOOL_UNSUPPORTED);
+  if (algo == CONVPOOL_ALGO_SHIFT_REDUCE && k > 1 && layer.dilation > 1)
     create_causes |= BIT(CONVPOOL_UNSUPPORTED);
   if (use_layer) create_causes |= layer_causes;
-  int64_t ph = 0, pw = 0;
-  if (k >= 1 && pool >= 1 && layer_causes == 0) cp_reference_shape(&layer, height, width, &ph, &pw);
+  int64_t ph = 0, pw = 0, oh = 0, ow = 0;
+  if (k >= 1 && pool >= 1 && layer_causes == 0) {
+    cp_reference_shape(&layer, height, width, &ph, &pw);
+    cp_reference_conv_shape(&layer, height, width, &oh, &ow);
+  }
+  const int64_t extent = k >= 1 && layer_causes == 0 ? layer.dilation * (k - 1) + 1 : 1;
   const int shape_ok = batch >= 1 && height >= 1 && width >= 1 && k >= 1 && pool >= 1 &&
-                       layer_causes == 0 && height + layer.padding[0] + layer.padding[2] >= k &&
-                       width + layer.padding[1] + layer.padding[3] >= k && ph >= 1 && pw >= 1;
+                       layer_causes == 0 &&
+                       height + layer.padding[0] + layer.padding[2] >= extent &&
+                       width + layer.padding[1] + layer.padding[3] >= extent && ph >= 1 && pw >= 1;
+  const int has_residual = layer_causes == 0 && layer.has_residual == 1;
   const size_t es = valid_dtype ? convpool_dtype_size(dtype) : 4;
   rel_case c = {
       valid_dtype ? dtype : CONVPOOL_FLOAT32, batch, c_in, c_out, height, width, k, pool, has_bias};
@@ -225,9 +255,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!shape_ok) run_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
   if (shape_ok && rows_per_item > ph) run_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
   const int tensors_ok = shape_ok && c_in >= 1 && c_out >= 1;
+  size_t residual_bytes = 0;
   if (tensors_ok) {
     need = (size_t)(batch * c_out * ph * pw) * es;
     src_bytes = rel_x_count(&c) * es;
+    if (has_residual) residual_bytes = (size_t)(batch * c_out * oh * ow) * es;
   }
 
   /* ---- tensors ---- */
@@ -238,6 +270,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (c_in >= 1 && c_out >= 1 && k >= 1)
     fill_from(w, (size_t)(c_out * c_in * k * k), c.dtype, values, n_values, &cursor);
   if (c_out >= 1) fill_from(bias, (size_t)c_out, c.dtype, values, n_values, &cursor);
+  if (residual_bytes > 0)
+    fill_from(residual_data, residual_bytes / es, c.dtype, values, n_values, &cursor);
   memcpy(x_copy, x, X_CAP * 4);
   unsigned char *dst = arena + X_CAP * 4; /* right after the largest src */
   size_t dst_bytes = Y_CAP * 4;
@@ -246,6 +280,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (tensors_ok && dst_bytes < need) run_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
   if (tensors_ok && ranges_overlap(x, src_bytes, dst, need))
     run_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
+  const void *residual = has_residual ? ((flags & 128) ? dst : residual_data) : NULL;
+  if (residual == dst && need > 0) run_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
   const size_t dst_room = (size_t)(arena + X_CAP * 4 + Y_CAP * 4 - dst);
   unsigned char *dst_copy = malloc(dst_room);
   if (dst_copy == NULL) abort();
@@ -306,12 +342,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                       (capacity == sizeof text || text[capacity] == (char)PATTERN),
                   "describe: text not terminated within capacity %zu", capacity);
 
-    st = convpool_op_run(op, x, batch, height, width, dst, dst_bytes);
+    st = has_residual
+             ? convpool_op_run_residual(op, x, batch, height, width, residual, dst, dst_bytes)
+             : convpool_op_run(op, x, batch, height, width, dst, dst_bytes);
     judge("run", st, run_causes, counting.refused);
     if (st == CONVPOOL_SUCCESS) {
-      char why[400];
-      FUZZ_ASSERT(rel_check_layer_output(&layer, batch, height, width, x, w, bias_arg, dst, why,
-                                         sizeof why) != 0,
+      char why[480];
+      FUZZ_ASSERT(rel_check_residual_output(&layer, batch, height, width, x, w, bias_arg, residual,
+                                            dst, why, sizeof why) != 0,
                   "run: %s", why);
       FUZZ_ASSERT(memcmp(dst + need, dst_copy + need, dst_room - need) == 0,
                   "run: bytes past the output were written");
@@ -340,15 +378,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memcpy(dst, dst_copy, dst_room);
     counting.refused = 0;
     rel_alloc_arm(&counting, fail_at);
-    st = use_layer
+    st = has_residual ? convpool_layer_run_residual(&layer, x, batch, height, width, w, bias_arg,
+                                                    residual, dst, dst_bytes, &o)
+         : use_layer
              ? convpool_layer_run(&layer, x, batch, height, width, w, bias_arg, dst, dst_bytes, &o)
              : convpool_conv2d_maxpool(dtype, x, batch, c_in, height, width, w, c_out, k, bias_arg,
                                        pool, dst, dst_bytes, &o);
     judge("one-shot", st, create_causes | run_causes, counting.refused);
     if (st == CONVPOOL_SUCCESS) {
-      char why[400];
-      FUZZ_ASSERT(rel_check_layer_output(&layer, batch, height, width, x, w, bias_arg, dst, why,
-                                         sizeof why) != 0,
+      char why[480];
+      FUZZ_ASSERT(rel_check_residual_output(&layer, batch, height, width, x, w, bias_arg, residual,
+                                            dst, why, sizeof why) != 0,
                   "one-shot: %s", why);
       FUZZ_ASSERT(memcmp(dst + need, dst_copy + need, dst_room - need) == 0,
                   "one-shot: bytes past the output were written");
