@@ -210,6 +210,18 @@ void cp_pack_panel_steps(const cp_panel_src *src, int64_t iy0, size_t rows, int6
   memset(panel + steps * cs, 0, (layout->floats - steps * cs) * sizeof(float));
 }
 
+int cp_has_nonfinite(const float *panel, size_t n, size_t cpack) {
+  const uint32_t *u = (const uint32_t *)(const void *)panel;
+  /* exponent fields all ones: fp32, or the two bf16 halves */
+  const uint32_t mask = cpack == 2 ? 0x7f807f80u : 0x7f800000u;
+  uint32_t any = 0;
+  for (size_t i = 0; i < n; i++) {
+    const uint32_t e = u[i] & mask;
+    any |= (e & 0xffff0000u) == (mask & 0xffff0000u) || (cpack == 2 && (e & 0xffffu) == 0x7f80u);
+  }
+  return any != 0;
+}
+
 void cp_pack_panel(const cp_panel_src *src, int64_t iy0, size_t rows, int64_t ix0, size_t cols,
                    const cp_panel_layout *layout, float *panel) {
   cp_pack_panel_steps(src, iy0, rows, ix0, cols, 0, (size_t)src->groups * src->group_steps, layout,

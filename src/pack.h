@@ -100,4 +100,8 @@ void cp_pack_panel_steps(const cp_panel_src *src, int64_t iy0, size_t rows, int6
                          size_t cols, size_t step0, size_t step1, const cp_panel_layout *layout,
                          float *panel);
 
+/* Whether any of n 32-bit panel elements (fp32, or two bf16 halves when
+   cpack is 2) is an infinity or a NaN. */
+int cp_has_nonfinite(const float *panel, size_t n, size_t cpack);
+
 #endif

@@ -115,6 +115,8 @@ typedef struct cp_sr_setup {
                                    c_in / groups (x phases^2) / uk->cpack */
   int64_t k;                    /* the filter the kernels see: k, or cp_split_k */
   int64_t split, phases;        /* the conv stride split off the filter (1: none) */
+  int64_t layer_k;              /* the layer's filter */
+  int zero_taps;                /* the split filter has taps past layer_k (k % split != 0) */
   size_t weight_block_bytes;    /* bytes of one channel block of the blocked weights */
 } cp_sr_setup;
 

@@ -8,12 +8,17 @@
  * A conv stride s is split off the filter (space to depth, pack.h): the
  * panel holds each input channel as min(s, k)^2 phase channels (rows and
  * columns s apart), over which the same kernels run a stride-1 conv with a
- * ceil(k/s) filter, the taps past k being zero. Conv groups: each channel
- * block contracts over its group's channels only, from the group's first
- * panel channel. Dilation is declined: the kernels read the k taps of a
- * filter row from consecutive panel columns.
+ * ceil(k/s) filter, the taps past k being zero. Those zero taps read inputs
+ * of the next window, and 0 * inf is NaN: where an item's panel holds an
+ * Inf or a NaN, the outputs the kernel made NaN are computed again by a
+ * loop over the filter's own taps (cp_sr_exact_block). Conv groups: each
+ * channel block contracts over its group's channels only, from the group's
+ * first panel channel. Dilation is declined: the kernels read the k taps of
+ * a filter row from consecutive panel columns.
  */
+#include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "algo.h"
 
@@ -60,6 +65,8 @@ convpool_status cp_sr_setup_kernels(const cp_layer *layer, const cp_cpu *cpu, co
   s->split = split > 1 ? split : 1;
   s->phases = cp_split_phases(layer->k, s->split);
   s->k = cp_split_k(layer->k, s->split);
+  s->layer_k = layer->k;
+  s->zero_taps = s->phases * s->k > layer->k;
   setup->co_block = s->uk->mr;
   setup->positions = s->uk->nr;
   setup->isa = s->uk->isa;
@@ -148,10 +155,69 @@ static void cp_sr_pack_item(const cp_run *r, cp_item *it, float *panel) {
   const size_t k = (size_t)cp_sr_setup_of(pl->setup)->k;
   const size_t steps = (size_t)cp_sr_setup_of(pl->setup)->c_steps;
   const cp_panel_src src = cp_panel_src_of(r, it->b);
+  const size_t step0 = (size_t)cp_block_group(pl, it->cb0) * steps;
+  const size_t step1 = (size_t)(cp_block_group(pl, it->cb1 - 1) + 1) * steps;
   cp_pack_panel_steps(&src, it->y0 * pl->conv_stride - pl->pad[CP_TOP], (size_t)it->ny + k - 1,
-                      it->x0 * pl->conv_stride - pl->pad[CP_LEFT], (size_t)it->nx + k - 1,
-                      (size_t)cp_block_group(pl, it->cb0) * steps,
-                      (size_t)(cp_block_group(pl, it->cb1 - 1) + 1) * steps, &sp->panel, panel);
+                      it->x0 * pl->conv_stride - pl->pad[CP_LEFT], (size_t)it->nx + k - 1, step0,
+                      step1, &sp->panel, panel);
+  if (cp_sr_setup_of(pl->setup)->zero_taps)
+    it->flags = (unsigned)cp_has_nonfinite(panel + step0 * sp->panel.cs,
+                                           (step1 - step0) * sp->panel.cs, src.cpack);
+}
+
+/* A panel element of channel step t, half h, as fp32. */
+static inline float cp_sr_panel_value(const float *at, size_t h, size_t cpack) {
+  if (cpack == 1) return *at;
+  uint32_t bits = (*(const uint32_t *)(const void *)at >> (16 * h)) << 16;
+  float v;
+  memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
+/*
+ * Outputs of channel block cb over the item that the kernel made NaN,
+ * computed again as a loop over the taps of the layer's filter only (the
+ * split's zero taps skipped), for an item whose panel holds an Inf or a NaN:
+ * a zero tap reading one of them gives NaN (0 * inf) outside its window,
+ * and every output it reached is NaN. The loop keeps the kernel's order of
+ * sums and its rounding (one FMA per term where the ISA has one; bf16 pairs
+ * odd channel first, as vdpbf16ps), and a zero tap adds an exact zero to a
+ * finite sum, so an output is the kernel's whatever the item: results stay
+ * the same for every thread count.
+ */
+static void cp_sr_exact_block(const cp_plan *pl, const cp_item *it, const float *panel, int64_t cb,
+                              const float *w, float *buf) {
+  const cp_sr_plan *sp = CP_ALGO_STATE(const cp_sr_plan, pl->state);
+  const cp_sr_setup *s = cp_sr_setup_of(pl->setup);
+  const size_t k = (size_t)s->k, taps = k * k, ph = (size_t)s->phases, split = (size_t)s->split;
+  const size_t cpack = (size_t)s->uk->cpack, steps = (size_t)s->c_steps;
+  const size_t channels_in = (size_t)(pl->c_in / pl->groups) * ph * ph;
+  const size_t ld = sp->panel.ld, cs = sp->panel.cs, layer_k = (size_t)s->layer_k;
+  const size_t mr = (size_t)((cb + 1) % pl->group_co_blocks == 0 ? s->uk_tail->mr : s->uk->mr);
+  const int fused = s->uk->isa != CP_ISA_SCALAR; /* the portable kernel multiplies, then adds */
+  size_t co0, channels;
+  cp_block_channels(pl, cb, &co0, &channels);
+  for (size_t m = 0; m < channels; m++)
+    for (size_t y = 0; y < (size_t)it->ny; y++)
+      for (size_t x = 0; x < (size_t)it->nx; x++) {
+        float *out = &buf[m * pl->buf_cols + y * pl->buf_row_ld + x];
+        if (*out == *out) continue; /* not NaN: no zero tap reached a non-finite input */
+        float acc = 0.0f;
+        for (size_t t = 0; t < steps; t++)
+          for (size_t a = 0; a < k; a++)
+            for (size_t b = 0; b < k; b++)
+              for (size_t hh = 0; hh < cpack; hh++) {
+                const size_t h = cpack - 1 - hh; /* pairs: the odd channel first */
+                const size_t u = t * cpack + h;  /* the phase channel */
+                if (u >= channels_in || u / ph % ph + split * a >= layer_k ||
+                    u % ph + split * b >= layer_k)
+                  continue; /* a zero tap */
+                const float wv = cp_sr_panel_value(&w[(t * taps + a * k + b) * mr + m], h, cpack);
+                const float xv = cp_sr_panel_value(&panel[t * cs + (y + a) * ld + x + b], h, cpack);
+                acc = fused ? fmaf(wv, xv, acc) : acc + wv * xv;
+              }
+        *out = acc;
+      }
 }
 
 static void cp_sr_compute_block(const cp_run *r, const cp_item *it, const float *panel, int64_t cb,
@@ -173,6 +239,7 @@ static void cp_sr_compute_block(const cp_run *r, const cp_item *it, const float 
       for (size_t t = 0; t < (size_t)it->nx; t += nr)
         kernel(panel + y * ld + t, cs, ld, steps, k, w, buf + y * pl->buf_row_ld + t, pl->buf_cols);
   }
+  if (it->flags) cp_sr_exact_block(pl, it, panel, cb, w, buf);
 }
 
 void cp_sr_describe_tile(const cp_plan *pl, int64_t input_rows, const char *sweep, char *text,
