@@ -36,48 +36,109 @@ bool parse_dtype(const std::string &name, convpool_dtype *out) {
   return true;
 }
 
+// format with one integer conversion.
+static std::string with(const char *format, int64_t v) {
+  char text[64];
+  std::snprintf(text, sizeof text, format, (long long)v);
+  return text;
+}
+
 std::string case_label(const Case &c) {
-  char text[192];
-  std::snprintf(text, sizeof text, "%s B=%lld %lld->%lld %lldx%lld K=%lld P=%lld%s%s",
-                dtype_short(c.dtype), (long long)c.s.batch, (long long)c.s.c_in,
-                (long long)c.s.c_out, (long long)c.s.height, (long long)c.s.width, (long long)c.s.k,
-                (long long)c.s.pool, c.s.pad ? (" pad=" + std::to_string(c.s.pad)).c_str() : "",
-                c.s.relu ? " relu" : "");
+  const LayerShape &s = c.s;
+  char head[160];
+  std::snprintf(head, sizeof head, "%s B=%lld %lld->%lld %lldx%lld K=%lld", dtype_short(c.dtype),
+                (long long)s.batch, (long long)s.c_in, (long long)s.c_out, (long long)s.height,
+                (long long)s.width, (long long)s.k);
+  std::string text = head;
+  if (s.stride != 1) text += with(" s%lld", s.stride);
+  if (s.dilation != 1) text += with(" d%lld", s.dilation);
+  if (s.pad) text += with(" p%lld", s.pad);
+  if (s.groups != 1) text += with(" g%lld", s.groups);
+  if (s.residual) text += " +res";
+  if (s.relu) text += " relu";
+  text += with(" P=%lld", s.pool);
+  if (s.pool_stride) text += with("/%lld", s.pool_stride);
+  if (s.pool_pad) text += with(" pp%lld", s.pool_pad);
+  return text;
+}
+
+std::string layer_options(const LayerShape &s) {
+  std::string text;
+  const auto add = [&text](const std::string &word) { text += (text.empty() ? "" : " ") + word; };
+  if (s.pad) add(with("pad=%lld", s.pad));
+  if (s.stride != 1) add(with("stride=%lld", s.stride));
+  if (s.dilation != 1) add(with("dilation=%lld", s.dilation));
+  if (s.groups != 1) add(with("groups=%lld", s.groups));
+  if (s.pool_stride) add(with("pstride=%lld", s.pool_stride));
+  if (s.pool_pad) add(with("ppad=%lld", s.pool_pad));
+  if (s.relu) add("relu");
+  if (s.residual) add("residual");
   return text;
 }
 
 // Why a shape is not a valid case, or "" if it is.
 std::string case_problem(const LayerShape &s) {
   if (s.batch < 1 || s.c_in < 1 || s.c_out < 1 || s.height < 1 || s.width < 1 || s.k < 1 ||
-      s.pool < 1)
-    return "every size must be >= 1";
-  if (s.pad < 0 || s.pad > 64) return "pad must be in 0..64";
-  if (s.conv_h() < 1 || s.conv_w() < 1) return "the filter is larger than the image";
+      s.pool < 1 || s.stride < 1 || s.dilation < 1 || s.groups < 1 || s.pad < 0 ||
+      s.pool_stride < 0 || s.pool_pad < 0)
+    return "every size must be >= 1 (pads >= 0)";
+  if (s.c_in % s.groups || s.c_out % s.groups) return "groups must divide cin and cout";
+  if (2 * s.pool_pad > s.pool) return "the pool padding is above half the window";
+  if (s.height + 2 * s.pad < s.dilation * (s.k - 1) + 1 ||
+      s.width + 2 * s.pad < s.dilation * (s.k - 1) + 1)
+    return "the filter is larger than the image";
   if (s.out_h() < 1 || s.out_w() < 1) return "the pool window is larger than the conv output";
   return "";
 }
 
-// Convolution flop (2 per multiply-add); pooling and bias are not counted.
+// One option word of a case line or argument into s; false if unknown.
+static bool parse_option(const std::string &word, LayerShape *s) {
+  if (word == "relu") return s->relu = true;
+  if (word == "residual") return s->residual = true;
+  const size_t eq = word.find('=');
+  if (eq == std::string::npos) return false;
+  const std::string key = word.substr(0, eq), value = word.substr(eq + 1);
+  char *end = nullptr;
+  const long long v = std::strtoll(value.c_str(), &end, 10);
+  if (value.empty() || *end) return false;
+  int64_t *field = key == "pad"        ? &s->pad
+                   : key == "stride"   ? &s->stride
+                   : key == "dilation" ? &s->dilation
+                   : key == "groups"   ? &s->groups
+                   : key == "pstride"  ? &s->pool_stride
+                   : key == "ppad"     ? &s->pool_pad
+                                       : nullptr;
+  if (field == nullptr) return false;
+  *field = v;
+  return true;
+}
+
+// Convolution flop (2 per multiply-add); pooling, bias and the residual are
+// not counted.
 double case_flop(const Case &c) {
   const LayerShape &s = c.s;
   return 2.0 * (double)s.batch * (double)s.c_out * (double)s.conv_h() * (double)s.conv_w() *
-         (double)s.c_in * (double)(s.k * s.k);
+         (double)(s.c_in / s.groups) * (double)(s.k * s.k);
 }
 
 size_t src_count(const LayerShape &s) {
   return (size_t)(s.batch * s.c_in * s.height * s.width);
 }
 size_t weight_count(const LayerShape &s) {
-  return (size_t)(s.c_out * s.c_in * s.k * s.k);
+  return (size_t)(s.c_out * (s.c_in / s.groups) * s.k * s.k);
 }
 size_t dst_count(const LayerShape &s) {
   return (size_t)(s.batch * s.c_out * s.out_h() * s.out_w());
 }
+size_t residual_count(const LayerShape &s) {
+  return s.residual ? (size_t)(s.batch * s.c_out * s.conv_h() * s.conv_w()) : 0;
+}
 
-// Compulsory traffic: input + weights + bias + output, once each.
+// Compulsory traffic: input + weights + bias + residual + output, once each.
 double case_bytes(const Case &c) {
   const double e = (double)convpool_dtype_size(c.dtype);
-  return e * (double)(src_count(c.s) + weight_count(c.s) + (size_t)c.s.c_out + dst_count(c.s));
+  return e * (double)(src_count(c.s) + weight_count(c.s) + (size_t)c.s.c_out + residual_count(c.s) +
+                      dst_count(c.s));
 }
 
 Case make_case(convpool_dtype d, int64_t b, int64_t ci, int64_t co, int64_t h, int64_t w, int64_t k,
@@ -132,24 +193,19 @@ bool read_cases(const std::string &path, std::vector<Case> *cases) {
       return false;
     }
     if (!(fields >> v[0] >> v[1] >> v[2] >> v[3] >> v[4] >> v[5] >> v[6])) {
-      std::fprintf(stderr, "%s:%d: expected 'dtype batch cin cout h w k pool [pad=N] [relu]'\n",
+      std::fprintf(stderr, "%s:%d: expected 'dtype batch cin cout h w k pool [options]'\n",
                    path.c_str(), number);
       return false;
     }
     c.s = LayerShape{v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
-    while (fields >> extra) {
-      char *end = nullptr;
-      if (extra == "relu") {
-        c.s.relu = true;
-      } else if (extra.rfind("pad=", 0) == 0 &&
-                 (c.s.pad = std::strtoll(extra.c_str() + 4, &end, 10), end != extra.c_str() + 4) &&
-                 *end == '\0') {
-      } else {
-        std::fprintf(stderr, "%s:%d: unknown option '%s' (pad=N, relu)\n", path.c_str(), number,
-                     extra.c_str());
+    while (fields >> extra)
+      if (!parse_option(extra, &c.s)) {
+        std::fprintf(stderr,
+                     "%s:%d: unknown option '%s' (pad=N stride=S dilation=D groups=G pstride=S "
+                     "ppad=N relu residual)\n",
+                     path.c_str(), number, extra.c_str());
         return false;
       }
-    }
     const std::string problem = case_problem(c.s);
     if (!problem.empty()) {
       std::fprintf(stderr, "%s:%d: %s\n", path.c_str(), number, problem.c_str());
@@ -166,38 +222,45 @@ bool read_cases(const std::string &path, std::vector<Case> *cases) {
 
 std::vector<std::string> case_args(const Case &c) {
   const LayerShape &s = c.s;
+  std::string options = layer_options(s);
+  for (char &ch : options)
+    if (ch == ' ') ch = ',';
   return {convpool_dtype_name(c.dtype), std::to_string(s.batch),  std::to_string(s.c_in),
           std::to_string(s.c_out),      std::to_string(s.height), std::to_string(s.width),
-          std::to_string(s.k),          std::to_string(s.pool),   std::to_string(s.pad),
-          s.relu ? "relu" : "none"};
+          std::to_string(s.k),          std::to_string(s.pool),   options.empty() ? "-" : options};
 }
 
 bool parse_case_args(char **argv, Case *c) {
-  long long v[8];
-  for (int i = 0; i < 8; ++i) {
+  long long v[7];
+  for (int i = 0; i < 7; ++i) {
     char *end = nullptr;
     v[i] = std::strtoll(argv[1 + i], &end, 10);
     if (end == argv[1 + i] || *end) return false;
   }
   c->s = LayerShape{v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
-  c->s.pad = v[7];
-  if (std::strcmp(argv[9], "relu") != 0 && std::strcmp(argv[9], "none") != 0) return false;
-  c->s.relu = std::strcmp(argv[9], "relu") == 0;
+  if (std::strcmp(argv[8], "-") != 0) {
+    std::stringstream words(argv[8]);
+    for (std::string word; std::getline(words, word, ',');)
+      if (!parse_option(word, &c->s)) return false;
+  }
   return parse_dtype(argv[0], &c->dtype) && case_problem(c->s).empty();
 }
 
 CaseData make_data(convpool_dtype dtype, const LayerShape &s) {
   const size_t e = convpool_dtype_size(dtype);
-  CaseData d{Buffer(src_count(s) * e), Buffer(weight_count(s) * e), Buffer((size_t)s.c_out * e)};
+  CaseData d{Buffer(src_count(s) * e), Buffer(weight_count(s) * e), Buffer((size_t)s.c_out * e),
+             Buffer(residual_count(s) * e)};
   bench::fill_uniform(d.src.data(), dtype, src_count(s), 1, 0.0f, 1.0f);
   bench::fill_uniform(d.weights.data(), dtype, weight_count(s), 2, -0.5f, 0.5f);
   bench::fill_uniform(d.bias.data(), dtype, (size_t)s.c_out, 3, -1.0f, 1.0f);
+  if (s.residual) bench::fill_uniform(d.residual.data(), dtype, residual_count(s), 4, -1.0f, 1.0f);
   return d;
 }
 
 // The same values widened to fp32 (for the fp32 reference of fp16/bf16 cases).
 CaseData widen_data(const CaseData &d, convpool_dtype dtype, const LayerShape &s) {
-  CaseData w{Buffer(src_count(s) * 4), Buffer(weight_count(s) * 4), Buffer((size_t)s.c_out * 4)};
+  CaseData w{Buffer(src_count(s) * 4), Buffer(weight_count(s) * 4), Buffer((size_t)s.c_out * 4),
+             Buffer(residual_count(s) * 4)};
   const auto copy = [dtype](const Buffer &from, Buffer &to, size_t n) {
     const std::vector<float> v = bench::to_f32(from.data(), dtype, n);
     std::memcpy(to.data(), v.data(), n * sizeof(float));
@@ -205,6 +268,7 @@ CaseData widen_data(const CaseData &d, convpool_dtype dtype, const LayerShape &s
   copy(d.src, w.src, src_count(s));
   copy(d.weights, w.weights, weight_count(s));
   copy(d.bias, w.bias, (size_t)s.c_out);
+  if (s.residual) copy(d.residual, w.residual, residual_count(s));
   return w;
 }
 

@@ -2,6 +2,7 @@
 // onednn_layer.hpp.
 #include "onednn_layer.hpp"
 
+#include <cstring>
 #include <string>
 
 #include "dnnl.hpp"
@@ -40,6 +41,7 @@ struct OnednnLayer::State {
   bool reorders = false;  // the chosen layout: NCHW <-> blocked around the primitives
   dnnl::reorder src_reorder, dst_reorder;
   memory user_src, conv_src, conv_weights, conv_bias, conv_dst, pool_dst, user_dst;
+  memory residual;  // in the conv's dst layout; empty without one
   std::string conv_impl, pool_impl, src_reorder_impl, dst_reorder_impl;
 };
 
@@ -64,14 +66,17 @@ static const char *algorithm_name(OnednnAlgorithm a) {
 
 bool OnednnLayer::init(convpool_dtype dtype, const LayerShape &s, OnednnAlgorithm algorithm,
                        OnednnLayout layout, int threads, const void *src, const void *weights,
-                       const void *bias, std::string *why) {
+                       const void *bias, const void *residual, std::string *why) {
   threads_ = threads;
   onednn_set_threads(threads);
   try {
     auto st = std::make_unique<State>();
     const memory::data_type dt = dnnl_type(dtype);
     const memory::dims src_dims{s.batch, s.c_in, s.height, s.width};
-    const memory::dims w_dims{s.c_out, s.c_in, s.k, s.k};
+    // grouped weights: [groups, c_out / groups, c_in / groups, k, k] (goihw)
+    const memory::dims w_dims =
+        s.groups == 1 ? memory::dims{s.c_out, s.c_in, s.k, s.k}
+                      : memory::dims{s.groups, s.c_out / s.groups, s.c_in / s.groups, s.k, s.k};
     const memory::dims b_dims{s.c_out};
     const memory::dims conv_dims{s.batch, s.c_out, s.conv_h(), s.conv_w()};
     const memory::dims out_dims{s.batch, s.c_out, s.out_h(), s.out_w()};
@@ -82,29 +87,33 @@ bool OnednnLayer::init(convpool_dtype dtype, const LayerShape &s, OnednnAlgorith
 
     const memory::desc src_md(src_dims, dt, act), w_any(w_dims, dt, tag::any),
         dst_md(conv_dims, dt, act), bias_md(b_dims, dt, tag::x);
+    // oneDNN counts dilation from 0 (no dilation), convpool from 1.
     const dnnl::convolution_forward::desc conv_desc(
         dnnl::prop_kind::forward_inference,
         algorithm == OnednnAlgorithm::winograd ? dnnl::algorithm::convolution_winograd
                                                : dnnl::algorithm::convolution_direct,
-        src_md, w_any, bias_md, dst_md, {1, 1}, {s.pad, s.pad}, {s.pad, s.pad});
-    // The same fused work: the ReLU as the convolution's post-op.
+        src_md, w_any, bias_md, dst_md, {s.stride, s.stride}, {s.dilation - 1, s.dilation - 1},
+        {s.pad, s.pad}, {s.pad, s.pad});
+    // The residual is a sum post-op (dst = conv + bias + dst), then the ReLU.
+    dnnl::post_ops ops;
+    if (s.residual) ops.append_sum(1.0f);
+    if (s.relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
     dnnl::primitive_attr attr;
-    if (s.relu) {
-      dnnl::post_ops ops;
-      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-      attr.set_post_ops(ops);
-    }
+    attr.set_post_ops(ops);
     const dnnl::convolution_forward::primitive_desc conv_pd(conv_desc, attr, st->engine);
     st->conv = dnnl::convolution_forward(conv_pd);
     st->conv_impl = conv_pd.impl_info_str();
 
-    // Max pooling P x P, stride P, no padding, on the conv's own dst layout.
-    st->has_pool = s.pool > 1;
+    // Max pooling P x P, stride S, padding (not part of any window's max),
+    // on the conv's own dst layout.
+    st->has_pool = s.pooled();
     memory::desc out_md = conv_pd.dst_desc();
     if (st->has_pool) {
+      const int64_t ps = s.window_stride();
       const dnnl::pooling_forward::desc pool_desc(
           dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_max, conv_pd.dst_desc(),
-          memory::desc(out_dims, dt, act), {s.pool, s.pool}, {s.pool, s.pool}, {0, 0}, {0, 0});
+          memory::desc(out_dims, dt, act), {ps, ps}, {s.pool, s.pool}, {s.pool_pad, s.pool_pad},
+          {s.pool_pad, s.pool_pad});
       const dnnl::pooling_forward::primitive_desc pool_pd(pool_desc, st->engine);
       st->pool = dnnl::pooling_forward(pool_pd);
       st->pool_impl = pool_pd.impl_info_str();
@@ -135,10 +144,16 @@ bool OnednnLayer::init(convpool_dtype dtype, const LayerShape &s, OnednnAlgorith
 
     // One-time work, outside any timing: weights and bias into oneDNN's
     // layouts, and the source into the blocked layout for run_primitives().
-    memory user_w({w_dims, dt, tag::oihw}, st->engine, const_cast<void *>(weights));
+    memory user_w({w_dims, dt, s.groups == 1 ? tag::oihw : tag::goihw}, st->engine,
+                  const_cast<void *>(weights));
     memory user_b(bias_md, st->engine, const_cast<void *>(bias));
     dnnl::reorder(user_w, st->conv_weights).execute(st->stream, user_w, st->conv_weights);
     dnnl::reorder(user_b, st->conv_bias).execute(st->stream, user_b, st->conv_bias);
+    if (s.residual) {
+      memory user_r({conv_dims, dt, tag::nchw}, st->engine, const_cast<void *>(residual));
+      st->residual = memory(conv_pd.dst_desc(), st->engine);
+      dnnl::reorder(user_r, st->residual).execute(st->stream, user_r, st->residual);
+    }
     if (st->reorders) st->src_reorder.execute(st->stream, st->user_src, st->conv_src);
     st->stream.wait();
     state_ = std::move(st);
@@ -154,6 +169,13 @@ bool OnednnLayer::init(convpool_dtype dtype, const LayerShape &s, OnednnAlgorith
     }
     return false;
   }
+}
+
+void OnednnLayer::prepare() {
+  State &st = *state_;
+  if (!st.residual) return;
+  std::memcpy(st.conv_dst.get_data_handle(), st.residual.get_data_handle(),
+              st.residual.get_desc().get_size());
 }
 
 void OnednnLayer::run_primitives() {
@@ -236,8 +258,10 @@ bool onednn_reference(const Case &c, const CaseData &data, int threads, std::vec
   const CaseData wide = widen_data(data, c.dtype, c.s);
   OnednnLayer layer;
   if (!layer.init(CONVPOOL_FLOAT32, c.s, OnednnAlgorithm::direct, OnednnLayout::chosen, threads,
-                  wide.src.data(), wide.weights.data(), wide.bias.data(), why))
+                  wide.src.data(), wide.weights.data(), wide.bias.data(), wide.residual.data(),
+                  why))
     return false;
+  layer.prepare();
   layer.run_nchw();
   *ref = to_f32(layer.nchw_dst(), CONVPOOL_FLOAT32, dst_count(c.s));
   return true;

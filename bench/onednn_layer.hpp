@@ -1,4 +1,6 @@
-// The oneDNN baseline: convolution (with bias) followed by max pooling, with
+// The oneDNN baseline: convolution (with bias, stride, dilation, groups and
+// the post-ops of the layer: a sum for the residual, then ReLU) followed by
+// max pooling (stride, padding), with
 // either convolution algorithm oneDNN offers (direct, Winograd), on layouts
 // chosen by oneDNN (format_tag::any, i.e. blocked layouts for brgconv) with
 // explicit reorders to and from NCHW, or on NCHW memory directly. Also the
@@ -40,7 +42,12 @@ class OnednnLayer {
   // convolution on this CPU, no Winograd for this shape, ...).
   bool init(convpool_dtype dtype, const LayerShape &shape, OnednnAlgorithm algorithm,
             OnednnLayout layout, int threads, const void *src, const void *weights,
-            const void *bias, std::string *why);
+            const void *bias, const void *residual, std::string *why);
+
+  // With a residual: put it (kept in the conv's dst layout since init) in
+  // the conv's dst, which the sum post-op adds to and overwrites; the
+  // benchmark calls it before every run, outside the timing. No-op without.
+  void prepare();
 
   // Convolution + pooling on the layer's own memory only (with the chosen
   // layout: blocked, src already reordered).

@@ -13,6 +13,8 @@ static void usage(FILE *to) {
   std::fprintf(to,
                "usage: convpool-bench [options]\n"
                "  --cases FILE      cases, one per line: dtype batch cin cout h w k pool\n"
+               "                    [pad=N stride=S dilation=D groups=G pstride=S ppad=N\n"
+               "                    relu residual]\n"
                "                    (default: the seven built-in cases, see bench/README.md)\n"
                "  --threads N       threads for every system (default: usable CPUs)\n"
                "  --algos LIST      our algorithms to time, a comma list of sr, im2col, winograd,\n"

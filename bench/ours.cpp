@@ -56,7 +56,11 @@ bool Ours::init(convpool_dtype dtype, const LayerShape &s, int threads, const Ca
   opt.algo = algo;
   convpool_layer layer;
   convpool_layer_init(&layer, dtype, s.c_out, s.c_in, s.k, s.pool);
-  for (int side = 0; side < 4; ++side) layer.padding[side] = s.pad;
+  for (int side = 0; side < 4; ++side)
+    layer.padding[side] = s.pad, layer.pool_padding[side] = s.pool_pad;
+  layer.stride = s.stride, layer.dilation = s.dilation, layer.groups = s.groups;
+  layer.pool_stride = s.pool_stride;
+  layer.has_residual = s.residual ? 1 : 0;
   if (s.relu) layer.activation = CONVPOOL_ACTIVATION_RELU;
   convpool_status st =
       convpool_op_create_layer(&layer, d.weights.data(), d.bias.data(), &opt, &op_);
@@ -81,10 +85,11 @@ bool Ours::init(convpool_dtype dtype, const LayerShape &s, int threads, const Ca
 }
 
 bool Ours::run(const CaseData &d, std::string *why) {
-  const convpool_status st =
-      convpool_op_run(op_, d.src.data(), s_.batch, s_.height, s_.width, dst_.data(), dst_.bytes());
+  const convpool_status st = convpool_op_run_residual(
+      op_, d.src.data(), s_.batch, s_.height, s_.width, s_.residual ? d.residual.data() : nullptr,
+      dst_.data(), dst_.bytes());
   if (st != CONVPOOL_SUCCESS) {
-    *why = convpool_failure("convpool_op_run", st);
+    *why = convpool_failure("convpool_op_run_residual", st);
     return false;
   }
   return true;

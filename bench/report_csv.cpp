@@ -49,7 +49,7 @@ bool write_csv(const std::string &path, const Machine &m, const Options &o,
   f << "# machine: " << m.brand << "\n# threads: " << m.threads
     << "\n# peak_fp32: " << peak_for(m, CONVPOOL_FLOAT32)
     << "\n# peak_bf16: " << m.peak[PEAK_BF16_AVX512] << "\n";
-  f << "case,dtype,batch,cin,cout,height,width,k,pool,pad,relu,iters,gflop,"
+  f << "case,dtype,batch,cin,cout,height,width,k,pool,layer,iters,gflop,"
        "ours_ms,onednn_best_nchw_ms,onednn_best_blocked_ms,torch_ms,ours_min_ms,"
        "onednn_best_nchw_variant,onednn_best_blocked_variant,"
        "ours_gflops,onednn_best_nchw_gflops,onednn_best_blocked_gflops,torch_gflops,"
@@ -75,7 +75,7 @@ bool write_csv(const std::string &path, const Machine &m, const Options &o,
     const LayerShape &s = r.c.s;
     f << case_label(r.c) << "," << convpool_dtype_name(r.c.dtype) << "," << s.batch << "," << s.c_in
       << "," << s.c_out << "," << s.height << "," << s.width << "," << s.k << "," << s.pool << ","
-      << s.pad << "," << (s.relu ? 1 : 0) << "," << r.iters << "," << csv_num(flop * 1e-9);
+      << csv_text(layer_options(s)) << "," << r.iters << "," << csv_num(flop * 1e-9);
     for (double x : t) f << "," << csv_num(x);
     f << "," << csv_num(min_or_nan(r.ours().time)) << "," << (nchw ? variant_key(nchw) : "") << ","
       << (blocked ? variant_key(blocked) : "");

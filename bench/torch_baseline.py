@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """Unfused torch baseline for the convpool benchmark.
 
-Times F.conv2d (with bias) followed by F.max_pool2d (skipped for pool 1) on
-random data of the given shape and dtype, on `--threads` intra-op threads,
-and prints machine-readable lines:
+Times F.conv2d (with bias, stride, padding, dilation, groups), + a residual,
+F.relu and F.max_pool2d (each when asked; the pooling skipped for pool 1
+stride 1 without padding) on random data of the given shape and dtype, on
+`--threads` intra-op threads, and prints machine-readable lines:
 
     torch_version 1.13.0
     median_ms 123.456
@@ -40,7 +41,13 @@ def main() -> int:
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--pool", type=int, default=2)
     parser.add_argument("--pad", type=int, default=0)
-    parser.add_argument("--relu", type=int, default=0)
+    parser.add_argument("--stride", type=int, default=1)
+    parser.add_argument("--dilation", type=int, default=1)
+    parser.add_argument("--groups", type=int, default=1)
+    parser.add_argument("--pool-stride", type=int, default=0, help="0: the window")
+    parser.add_argument("--pool-pad", type=int, default=0)
+    parser.add_argument("--relu", action="store_true")
+    parser.add_argument("--residual", action="store_true")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--iters", type=int, default=5)
@@ -58,13 +65,17 @@ def main() -> int:
     dtype = getattr(torch, DTYPES[args.dtype])
     gen = torch.Generator().manual_seed(1234)
     shape_x = (args.batch, args.cin, args.height, args.width)
-    shape_w = (args.cout, args.cin, args.k, args.k)
+    shape_w = (args.cout, args.cin // args.groups, args.k, args.k)
+    pool_stride = args.pool_stride or args.pool
+    pooled = args.pool > 1 or pool_stride > 1 or args.pool_pad > 0
 
-    def layer(x, w, b):
-        y = F.conv2d(x, w, b, padding=args.pad)
+    def layer(x, w, b, r=None):
+        y = F.conv2d(x, w, b, args.stride, args.pad, args.dilation, args.groups)
+        if r is not None:
+            y = y + r
         if args.relu:
             y = F.relu(y)
-        return F.max_pool2d(y, args.pool, args.pool) if args.pool > 1 else y
+        return F.max_pool2d(y, args.pool, pool_stride, args.pool_pad) if pooled else y
 
     # Probe the dtype on a tiny problem first: a missing CPU kernel fails fast
     # here instead of after allocating the full tensors.
@@ -81,12 +92,16 @@ def main() -> int:
     x = torch.rand(shape_x, generator=gen).to(dtype)
     w = (torch.rand(shape_w, generator=gen) - 0.5).to(dtype)
     b = (torch.rand(args.cout, generator=gen) * 2 - 1).to(dtype)
+    r = None
+    if args.residual:
+        conv = F.conv2d(x[:1, :, :, :], w, b, args.stride, args.pad, args.dilation, args.groups)
+        r = (torch.rand((args.batch,) + tuple(conv.shape[1:]), generator=gen) * 2 - 1).to(dtype)
 
     times = []
     with torch.inference_mode():
         for i in range(args.warmup + args.iters):
             t0 = time.perf_counter()
-            layer(x, w, b)
+            layer(x, w, b, r)
             t1 = time.perf_counter()
             if i >= args.warmup:
                 times.append((t1 - t0) * 1e3)

@@ -24,16 +24,29 @@ TimedResult run_torch(const Options &o, const Case &c, int threads, int iters,
     return r;
   }
   const LayerShape &s = c.s;
-  const std::vector<std::string> argv = {
-      o.python,   o.torch_script,           "--dtype",   convpool_dtype_name(c.dtype),
-      "--batch",  std::to_string(s.batch),  "--cin",     std::to_string(s.c_in),
-      "--cout",   std::to_string(s.c_out),  "--height",  std::to_string(s.height),
-      "--width",  std::to_string(s.width),  "--k",       std::to_string(s.k),
-      "--pool",   std::to_string(s.pool),   "--threads", std::to_string(threads),
-      "--pad",    std::to_string(s.pad),    "--relu",    s.relu ? "1" : "0",
-      "--warmup", std::to_string(o.warmup), "--iters",   std::to_string(iters)};
+  const std::vector<std::string> argv = {o.python,        o.torch_script,
+                                         "--dtype",       convpool_dtype_name(c.dtype),
+                                         "--batch",       std::to_string(s.batch),
+                                         "--cin",         std::to_string(s.c_in),
+                                         "--cout",        std::to_string(s.c_out),
+                                         "--height",      std::to_string(s.height),
+                                         "--width",       std::to_string(s.width),
+                                         "--k",           std::to_string(s.k),
+                                         "--pool",        std::to_string(s.pool),
+                                         "--threads",     std::to_string(threads),
+                                         "--warmup",      std::to_string(o.warmup),
+                                         "--iters",       std::to_string(iters),
+                                         "--pad",         std::to_string(s.pad),
+                                         "--stride",      std::to_string(s.stride),
+                                         "--dilation",    std::to_string(s.dilation),
+                                         "--groups",      std::to_string(s.groups),
+                                         "--pool-stride", std::to_string(s.pool_stride),
+                                         "--pool-pad",    std::to_string(s.pool_pad)};
+  std::vector<std::string> args = argv;
+  if (s.relu) args.push_back("--relu");
+  if (s.residual) args.push_back("--residual");
   std::string out;
-  const int rc = bench::run_capture(argv, &out);
+  const int rc = bench::run_capture(args, &out);
   const std::string version = find_value(out, "torch_version");
   if (!version.empty()) *torch_version = version;
   const std::string med = find_value(out, "median_ms");

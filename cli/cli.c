@@ -45,10 +45,10 @@ typedef struct cli {
   const char *dump_dir, *load_dir;
 } cli;
 
-/* The tensors of a run and their sizes. */
+/* The tensors of a run and their sizes (r: the residual, or NULL). */
 typedef struct tensors {
-  void *x, *w, *bias, *y;
-  size_t x_bytes, w_bytes, bias_bytes, y_bytes;
+  void *x, *w, *bias, *r, *y;
+  size_t x_bytes, w_bytes, bias_bytes, r_bytes, y_bytes;
 } tensors;
 
 /* The timed runs, in microseconds. */
@@ -75,8 +75,8 @@ static void usage(FILE *f) {
   algo_names(algos, sizeof algos);
   fprintf(f,
           "usage: convpool [options]\n"
-          "Fused Conv2D (stride 1, zero padding) + bias + activation + MaxPool on NCHW\n"
-          "tensors.\n"
+          "Fused Conv2D (stride, dilation, groups, zero padding) + bias [+ residual] +\n"
+          "activation + MaxPool on NCHW tensors.\n"
           "  --dtype float32|float16|bfloat16  element type (default float32)\n"
           "  --batch N                 batch size (default 1)\n"
           "  --in-channels N           C_in (default 256)\n"
@@ -85,8 +85,15 @@ static void usage(FILE *f) {
           "  --filter K                filter size K x K (default 3)\n"
           "  --padding N | T,L,B,R     conv zero padding, all sides or top,left,bottom,right\n"
           "                            (default 0)\n"
+          "  --stride S                conv stride, rows and columns (default 1)\n"
+          "  --dilation D              conv dilation (default 1)\n"
+          "  --groups G                conv groups, dividing C_in and C_out (default 1;\n"
+          "                            C_in: depthwise); w is [C_out, C_in/G, K, K]\n"
+          "  --residual                add a residual [B, C_out, OH, OW] (generated, or\n"
+          "                            residual.bin) to conv + bias before the activation\n"
           "  --activation none|relu|relu6|clamp:MIN,MAX\n"
-          "                            applied to conv + bias before the pooling (default\n"
+          "                            applied to conv + bias (+ residual) before the\n"
+          "                            pooling (default\n"
           "                            none; relu6 = clamp:0,6; MIN <= MAX, finite floats)\n"
           "  --pool P                  max pool window P x P (default 2; 1 = none)\n"
           "  --pool-stride S           pool window stride (>= 1; default P)\n"
@@ -104,8 +111,10 @@ static void usage(FILE *f) {
           "  --rows-per-item N         pooled rows per work item (default 0: planned)\n"
           "  --warmup N --iters N      timing runs (default 2 and 10)\n"
           "  --seed S                  data seed (default 0)\n"
-          "  --dump-dir DIR            write x.bin w.bin [bias.bin] out.bin meta.json\n"
-          "  --load-dir DIR            read meta.json x.bin w.bin [bias.bin], write out.bin\n"
+          "  --dump-dir DIR            write x.bin w.bin [bias.bin] [residual.bin] out.bin\n"
+          "                            meta.json\n"
+          "  --load-dir DIR            read meta.json x.bin w.bin [bias.bin] [residual.bin],\n"
+          "                            write out.bin\n"
           "                            (meta.json gives the layer: the shape and layer\n"
           "                            flags are not used)\n"
           "                            (each file written goes to a new temporary file that\n"
@@ -114,8 +123,9 @@ static void usage(FILE *f) {
           "  --show-tiling             print the plan\n"
           "  --profile                 print time per phase, GFLOP/s and bytes moved\n"
           "  --help, --version\n"
-          "The library checks the layer (padding, pool padding and clamp limits, the\n"
-          "filter and pool against the input) and names the value it refuses.\n"
+          "The library checks the layer (padding, stride, dilation, groups, pool padding\n"
+          "and clamp limits, the filter and pool against the input) and names the value\n"
+          "it refuses.\n"
           "Exit status: 0 success, 2 invalid input, 1 other failure.\n",
           algos);
 }
@@ -314,6 +324,14 @@ static void parse_args(int argc, char **argv, cli *c) {
       layer->pool = parse_int(a, v, 1, big);
     } else if (TAKE("--padding")) {
       parse_sides(a, v, layer->padding);
+    } else if (TAKE("--stride")) {
+      layer->stride = parse_int(a, v, 1, big);
+    } else if (TAKE("--dilation")) {
+      layer->dilation = parse_int(a, v, 1, big);
+    } else if (TAKE("--groups")) {
+      layer->groups = parse_int(a, v, 1, big);
+    } else if (strcmp(a, "--residual") == 0) {
+      layer->has_residual = 1;
     } else if (TAKE("--activation")) {
       parse_activation(v, layer);
     } else if (TAKE("--pool-stride")) {
@@ -519,6 +537,7 @@ static void load_meta(cli *c) {
   if (m.pool_stride > BIG)
     die(EXIT_USAGE, "meta.json: pool_stride = %lld must be in 1..%lld", (long long)m.pool_stride,
         (long long)BIG);
+  /* stride, dilation and groups: 0 when absent; their range is the library's check */
   convpool_layer *layer = &c->layer;
   convpool_layer_init(layer, parse_dtype("meta.json: dtype", m.dtype), m.out_channels,
                       m.in_channels, m.filter, m.pool);
@@ -526,6 +545,10 @@ static void load_meta(cli *c) {
   memcpy(layer->pool_padding, m.pool_padding, sizeof layer->pool_padding);
   layer->pool_stride = m.pool_stride; /* 0 when absent: the pool */
   layer->ceil_mode = m.ceil_mode;
+  if (m.stride > 0) layer->stride = m.stride;
+  if (m.dilation > 0) layer->dilation = m.dilation;
+  if (m.groups > 0) layer->groups = m.groups;
+  layer->has_residual = m.residual;
   if (m.activation == CP_META_ACT_RELU) {
     layer->activation = CONVPOOL_ACTIVATION_RELU;
   } else if (m.activation == CP_META_ACT_CLAMP) {
@@ -549,7 +572,11 @@ static void write_meta(const cli *c) {
                .seed = c->seed,
                .bias = c->bias,
                .ceil_mode = layer->ceil_mode,
-               .pool_stride = layer->pool_stride > 0 ? layer->pool_stride : layer->pool};
+               .pool_stride = layer->pool_stride > 0 ? layer->pool_stride : layer->pool,
+               .stride = layer->stride,
+               .dilation = layer->dilation,
+               .groups = layer->groups,
+               .residual = layer->has_residual != 0};
   memcpy(m.padding, layer->padding, sizeof m.padding);
   memcpy(m.pool_padding, layer->pool_padding, sizeof m.pool_padding);
   m.activation = layer->activation == CONVPOOL_ACTIVATION_RELU    ? CP_META_ACT_RELU
@@ -568,16 +595,19 @@ static void write_meta(const cli *c) {
 
 /*
  * Sizes of the tensors. The library validates the layer and the input shape
- * and gives dst's before anything large is allocated (a filter larger than
- * the input would otherwise make an absurd w).
+ * and gives dst's (and the residual's, the conv output) before anything
+ * large is allocated (a filter larger than the input would otherwise make an
+ * absurd w). The groups divide c_in once the library has checked them.
  */
 static void size_tensors(const cli *c, tensors *t) {
   const convpool_layer *layer = &c->layer;
-  int64_t y_shape[4];
+  int64_t y_shape[4], r_shape[4];
   check(convpool_layer_output_shape(layer, c->batch, c->height, c->width, y_shape, &t->y_bytes));
+  if (layer->has_residual)
+    check(convpool_layer_conv_shape(layer, c->batch, c->height, c->width, r_shape, &t->r_bytes));
   const size_t es = convpool_dtype_size(layer->dtype);
   const int64_t x_shape[4] = {c->batch, layer->c_in, c->height, c->width};
-  const int64_t w_shape[4] = {layer->c_out, layer->c_in, layer->k, layer->k};
+  const int64_t w_shape[4] = {layer->c_out, layer->c_in / layer->groups, layer->k, layer->k};
   t->x_bytes = tensor_bytes("x", x_shape, es);
   t->w_bytes = tensor_bytes("w", w_shape, es);
   t->bias_bytes = c->bias ? (size_t)layer->c_out * es : 0; /* <= w_bytes */
@@ -597,13 +627,20 @@ static void make_weights(const cli *c, tensors *t) {
   }
 }
 
-/* The input: read (--load-dir) or generated. */
+/* The input, and the residual of a layer with one: read (--load-dir) or
+   generated (tensor 1 and 4 of the seed). */
 static void make_input(const cli *c, tensors *t) {
   const convpool_dtype dtype = c->layer.dtype;
+  const size_t es = convpool_dtype_size(dtype);
   if (c->load_dir != NULL)
     t->x = read_file(c->load_dir, "x.bin", t->x_bytes, 1, NULL);
   else
-    t->x = generate(t->x_bytes / convpool_dtype_size(dtype), dtype, (uint64_t)c->seed * 4 + 1, "x");
+    t->x = generate(t->x_bytes / es, dtype, (uint64_t)c->seed * 4 + 1, "x");
+  if (!c->layer.has_residual) return;
+  if (c->load_dir != NULL)
+    t->r = read_file(c->load_dir, "residual.bin", t->r_bytes, 1, NULL);
+  else
+    t->r = generate(t->r_bytes / es, dtype, (uint64_t)c->seed * 4 + 4, "residual");
 }
 
 static double now_us(void) {
@@ -622,12 +659,14 @@ static void run_timed(const cli *c, convpool_op *op, tensors *t, timing *tm) {
   const int runs = c->load_dir != NULL ? 1 : c->iters;
   const int warm = c->load_dir != NULL ? 0 : c->warmup;
   for (int i = 0; i < warm; i++)
-    check(convpool_op_run(op, t->x, c->batch, c->height, c->width, t->y, t->y_bytes));
+    check(
+        convpool_op_run_residual(op, t->x, c->batch, c->height, c->width, t->r, t->y, t->y_bytes));
   double *us = xmalloc((size_t)runs * sizeof(double), "timings");
   double sum = 0;
   for (int i = 0; i < runs; i++) {
     const double s = now_us();
-    check(convpool_op_run(op, t->x, c->batch, c->height, c->width, t->y, t->y_bytes));
+    check(
+        convpool_op_run_residual(op, t->x, c->batch, c->height, c->width, t->r, t->y, t->y_bytes));
     us[i] = now_us() - s;
     sum += us[i];
   }
@@ -639,18 +678,20 @@ static void run_timed(const cli *c, convpool_op *op, tensors *t, timing *tm) {
 }
 
 /* Multiply-adds of the layer, counted as 2 flops, over the conv output
-   (OH = H + top + bottom - K + 1; the sizes were validated). */
+   (the library's shape; the sizes were validated), each over C_in / G
+   channels. */
 static double layer_flops(const cli *c) {
   const convpool_layer *l = &c->layer;
-  const double oh = (double)(c->height + l->padding[0] + l->padding[2] - l->k + 1);
-  const double ow = (double)(c->width + l->padding[1] + l->padding[3] - l->k + 1);
-  return 2.0 * (double)c->batch * (double)l->c_out * oh * ow * (double)l->c_in * (double)l->k *
-         (double)l->k;
+  int64_t conv[4];
+  check(convpool_layer_conv_shape(l, c->batch, c->height, c->width, conv, NULL));
+  return 2.0 * (double)c->batch * (double)l->c_out * (double)conv[2] * (double)conv[3] *
+         (double)(l->c_in / l->groups) * (double)l->k * (double)l->k;
 }
 
-/* The bytes a run moves at least: x, w, bias and out once. */
+/* The bytes a run moves at least: x, w, bias, the residual and out once. */
 static double moved_bytes(const tensors *t) {
-  return (double)t->x_bytes + (double)t->w_bytes + (double)t->bias_bytes + (double)t->y_bytes;
+  return (double)t->x_bytes + (double)t->w_bytes + (double)t->bias_bytes + (double)t->r_bytes +
+         (double)t->y_bytes;
 }
 
 /* The [INFO] lines. */
@@ -699,9 +740,11 @@ static void report_profile(const convpool_op *op, const cli *c, const convpool_p
       "[PROFILE] median run    %.1f GFLOP/s = %.1f%% of the measured %s peak %.1f GFLOP/s "
       "(%d threads; no peak loop for the portable kernel)\n",
       gflops, peak > 0 ? 100.0 * gflops / peak : 0.0, plan->isa, peak, plan->threads);
-  printf("[PROFILE] bytes moved   %.0f (x %zu, w %zu, bias %zu, out %zu) = %.2f GB/s\n",
-         moved_bytes(t), t->x_bytes, t->w_bytes, t->bias_bytes, t->y_bytes,
-         moved_bytes(t) / tm->median * 1e-3);
+  printf(
+      "[PROFILE] bytes moved   %.0f (x %zu, w %zu, bias %zu, residual %zu, out %zu) = %.2f "
+      "GB/s\n",
+      moved_bytes(t), t->x_bytes, t->w_bytes, t->bias_bytes, t->r_bytes, t->y_bytes,
+      moved_bytes(t) / tm->median * 1e-3);
   printf("[PROFILE] scratch       %zu bytes per thread; peak RSS %ld KiB\n",
          plan->scratch_bytes_per_thread, ru.ru_maxrss);
 }
@@ -714,6 +757,7 @@ static void write_outputs(const cli *c, const tensors *t) {
     write_file(c->dump_dir, "x.bin", t->x, t->x_bytes);
     write_file(c->dump_dir, "w.bin", t->w, t->w_bytes);
     if (c->bias) write_file(c->dump_dir, "bias.bin", t->bias, t->bias_bytes);
+    if (c->layer.has_residual) write_file(c->dump_dir, "residual.bin", t->r, t->r_bytes);
     write_file(c->dump_dir, "out.bin", t->y, t->y_bytes);
     write_meta(c);
   }
@@ -731,7 +775,7 @@ int main(int argc, char **argv) {
   tensors t = {0};
   timing tm = {0};
   size_tensors(&c, &t);
-  make_input(&c, &t); /* --load-dir: x.bin, w.bin, bias.bin are checked in this order */
+  make_input(&c, &t); /* --load-dir: x.bin, residual.bin, w.bin, bias.bin are checked in order */
   make_weights(&c, &t);
   const double t0 = now_us();
   check(convpool_op_create_layer(&c.layer, t.w, t.bias, &c.options, &g_op));
@@ -759,6 +803,7 @@ int main(int argc, char **argv) {
   g_op = NULL;
   write_outputs(&c, &t);
   free(t.y);
+  free(t.r);
   free(t.bias);
   free(t.w);
   free(t.x);

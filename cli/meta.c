@@ -353,12 +353,17 @@ enum {
   K_POOL_STRIDE,
   K_POOL_PADDING,
   K_CEIL_MODE,
+  K_STRIDE,
+  K_DILATION,
+  K_GROUPS,
+  K_RESIDUAL,
   K_COUNT
 };
 static const char *const cp_meta_keys[K_COUNT] = {
     "dtype",   "batch",      "in_channels", "out_channels", "height",
     "width",   "filter",     "pool",        "bias",         "seed",
-    "padding", "activation", "pool_stride", "pool_padding", "ceil_mode"};
+    "padding", "activation", "pool_stride", "pool_padding", "ceil_mode",
+    "stride",  "dilation",   "groups",      "residual"};
 
 /* Rounded to float32, numbers from here on overflow (2^128 - 2^103: half an
    ulp above FLT_MAX, where round-to-nearest-even goes to infinity). */
@@ -586,9 +591,18 @@ static int cp_meta_activation(cp_json *j, cp_meta *meta) {
 /* The top-level object (pos at its '{'). */
 static int cp_meta_object(cp_json *j, cp_meta *meta, int seen[K_COUNT]) {
   int64_t *const ints[K_COUNT] = {
-      [K_BATCH] = &meta->batch, [K_CIN] = &meta->in_channels, [K_COUT] = &meta->out_channels,
-      [K_H] = &meta->height,    [K_W] = &meta->width,         [K_FILTER] = &meta->filter,
-      [K_POOL] = &meta->pool,   [K_SEED] = &meta->seed,       [K_POOL_STRIDE] = &meta->pool_stride,
+      [K_BATCH] = &meta->batch,
+      [K_CIN] = &meta->in_channels,
+      [K_COUT] = &meta->out_channels,
+      [K_H] = &meta->height,
+      [K_W] = &meta->width,
+      [K_FILTER] = &meta->filter,
+      [K_POOL] = &meta->pool,
+      [K_SEED] = &meta->seed,
+      [K_POOL_STRIDE] = &meta->pool_stride,
+      [K_STRIDE] = &meta->stride,
+      [K_DILATION] = &meta->dilation,
+      [K_GROUPS] = &meta->groups,
   };
   int rc;
   j->pos++;
@@ -629,13 +643,15 @@ static int cp_meta_object(cp_json *j, cp_meta *meta, int seen[K_COUNT]) {
         cp_json_invalid(j, at, "\"dtype\" must be a string");
         rc = cp_json_value(j, 1);
       }
-    } else if (id == K_BIAS || id == K_CEIL_MODE) {
+    } else if (id == K_BIAS || id == K_CEIL_MODE || id == K_RESIDUAL) {
       seen[id] = 1;
       int which = -1;
       const unsigned char c = j->pos < j->len ? j->s[j->pos] : 0;
       if (c == 't' || c == 'f') {
         rc = cp_json_literal(j, &which);
-        *(id == K_BIAS ? &meta->bias : &meta->ceil_mode) = which == 1;
+        *(id == K_BIAS        ? &meta->bias
+          : id == K_CEIL_MODE ? &meta->ceil_mode
+                              : &meta->residual) = which == 1;
       } else {
         cp_json_invalid(j, at, "\"%s\" must be true or false", cp_meta_keys[id]);
         rc = cp_json_value(j, 1);
@@ -653,8 +669,10 @@ static int cp_meta_object(cp_json *j, cp_meta *meta, int seen[K_COUNT]) {
       int64_t v = 0;
       int got = 0;
       rc = cp_meta_int(j, label, 1, &v, &got);
-      if (got && id == K_POOL_STRIDE && v < 1)
-        cp_json_invalid(j, at, "\"pool_stride\" = %lld must be >= 1", (long long)v);
+      const int positive = id == K_POOL_STRIDE || id == K_STRIDE || id == K_DILATION ||
+                           id == K_GROUPS; /* 0 stands for an absent key */
+      if (got && positive && v < 1)
+        cp_json_invalid(j, at, "%s = %lld must be >= 1", label, (long long)v);
       else if (got)
         *ints[id] = v;
     }
@@ -716,6 +734,13 @@ int cp_meta_format(const cp_meta *m, char *out, size_t cap) {
   char stride[48] = ""; /* 0: absent (the stride is the pool) */
   if (m->pool_stride > 0)
     snprintf(stride, sizeof stride, "  \"pool_stride\": %lld,\n", (long long)m->pool_stride);
+  char conv[160] = ""; /* the conv keys, each when given (> 0) */
+  const char *const conv_keys[3] = {"stride", "dilation", "groups"};
+  const int64_t conv_values[3] = {m->stride, m->dilation, m->groups};
+  for (int i = 0, used = 0; i < 3; i++)
+    if (conv_values[i] > 0)
+      used += snprintf(conv + used, sizeof conv - (size_t)used, "  \"%s\": %lld,\n", conv_keys[i],
+                       (long long)conv_values[i]);
   const int64_t *p = m->padding, *q = m->pool_padding;
   int n =
       snprintf(out, cap,
@@ -724,11 +749,12 @@ int cp_meta_format(const cp_meta *m, char *out, size_t cap) {
                "  \"filter\": %lld,\n  \"pool\": %lld,\n  \"bias\": %s,\n  \"seed\": %lld,\n"
                "  \"padding\": [%lld, %lld, %lld, %lld],\n  \"activation\": %s,\n"
                "%s  \"pool_padding\": [%lld, %lld, %lld, %lld],\n"
-               "  \"ceil_mode\": %s\n}\n",
+               "  \"ceil_mode\": %s,\n%s  \"residual\": %s\n}\n",
                m->dtype, (long long)m->batch, (long long)m->in_channels, (long long)m->out_channels,
                (long long)m->height, (long long)m->width, (long long)m->filter, (long long)m->pool,
                m->bias ? "true" : "false", (long long)m->seed, (long long)p[0], (long long)p[1],
                (long long)p[2], (long long)p[3], activation, stride, (long long)q[0],
-               (long long)q[1], (long long)q[2], (long long)q[3], m->ceil_mode ? "true" : "false");
+               (long long)q[1], (long long)q[2], (long long)q[3], m->ceil_mode ? "true" : "false",
+               conv, m->residual ? "true" : "false");
   return n < 0 || (size_t)n >= cap ? -1 : n;
 }

@@ -19,6 +19,10 @@ typedef struct cp_meta {
   int64_t pool_stride;        /* >= 1 when given; 0 when absent (the stride is then pool) */
   int64_t pool_padding[4];    /* pool padding: top, left, bottom, right [0, 0, 0, 0] */
   int ceil_mode;              /* 0 or 1 [0] */
+  int64_t stride;             /* conv stride: >= 1 when given; 0 when absent (then 1) */
+  int64_t dilation;           /* conv dilation: likewise */
+  int64_t groups;             /* conv groups: likewise */
+  int residual;               /* 0 or 1 [0]: residual.bin is part of the directory */
 } cp_meta;
 
 /* Results of cp_meta_parse. */
@@ -41,6 +45,7 @@ enum { CP_META_MAX_DEPTH = 512 }; /* objects and arrays, the top-level object in
  *   padding       an array of exactly 4 such integers, [top, left, bottom, right]
  *   pool_padding  likewise
  *   pool_stride   an integer in 1..2^62
+ *   stride, dilation, groups  likewise (conv stride, dilation and groups)
  *   activation    "none", "relu", "relu6" (the clamp [0, 6]) or the object
  *                 {"clamp": [min, max]} with exactly that one key and two JSON
  *                 numbers that round to finite float32 values (|v| < 2^128 -
@@ -48,6 +53,7 @@ enum { CP_META_MAX_DEPTH = 512 }; /* objects and arrays, the top-level object in
  *                 nearest float); min <= max is the library's check, not this
  *                 parser's
  *   ceil_mode     true or false
+ *   residual      true or false
  * Each of these keys may appear once; other keys are ignored, whatever their
  * value. Returns CP_META_OK, or one of the
  * negative results above with a one-line reason without control characters
@@ -59,7 +65,8 @@ enum { CP_META_MAX_DEPTH = 512 }; /* objects and arrays, the top-level object in
 int cp_meta_parse(const char *text, size_t len, cp_meta *meta, char *err, size_t err_cap);
 
 /* Write meta as JSON into out (capacity cap), every key of cp_meta_parse
-   included (pool_stride only when > 0; activation as "none", "relu" or
+   included (pool_stride, stride, dilation and groups only when > 0;
+   activation as "none", "relu" or
    {"clamp": [min, max]} with %.9g bounds, which read back to the same
    floats); returns the length, or -1 when it does not fit or a clamp bound
    is not finite. */

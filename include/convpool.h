@@ -1,16 +1,19 @@
 /*
  * convpool — fused Conv2D + bias + MaxPool for the CPU.
  *
- * Contract: src X [B, C_in, H, W] (NCHW, contiguous), weights [C_out, C_in, K, K]
- * (OIHW), optional bias [C_out]; convolution stride 1 with zero padding
- * (top, left, bottom, right; OH = H+top+bottom-K+1, OW = W+left+right-K+1);
- * an activation (none, ReLU or a clamp) of conv + bias; max pooling P x P with
- * stride S (default P), -inf padding and floor or ceil sizing (convpool_layer).
- * dst Y [B, C_out, PH, PW] has the dtype of X. The result equals
- * max_pool2d(act(conv2d(X, W, bias, padding)), P, S, pool_padding, ceil_mode)
- * of torch for symmetric pool pads up to P/2, and ONNX Conv -> Relu/Clip ->
- * MaxPool for asymmetric pads and pool pads up to P - 1. The convolution
- * output is never written to memory.
+ * Contract: src X [B, C_in, H, W] (NCHW, contiguous), weights
+ * [C_out, C_in/G, K, K] (OIHW), optional bias [C_out]; convolution with
+ * stride s, dilation d, G groups and zero padding (top, left, bottom, right;
+ * OH = (H+top+bottom-d*(K-1)-1)/s + 1, OW likewise); an optional residual R
+ * [B, C_out, OH, OW] added to conv + bias; an activation (none, ReLU or a
+ * clamp) of conv + bias + R; max pooling P x P with stride S (default P),
+ * -inf padding and floor or ceil sizing (convpool_layer). dst Y
+ * [B, C_out, PH, PW] has the dtype of X. The result equals
+ * max_pool2d(act(conv2d(X, W, bias, s, padding, d, G) + R), P, S,
+ * pool_padding, ceil_mode) of torch for symmetric pool pads up to P/2, and
+ * ONNX Conv -> Add -> Relu/Clip -> MaxPool for asymmetric pads and pool pads
+ * up to P - 1. Neither the convolution output nor the sum with R is
+ * ever written to memory.
  *
  * Every function returns a convpool_status. On failure, convpool_last_error()
  * gives a message (per thread) that names the offending value, and dst is left
@@ -98,10 +101,13 @@ typedef enum convpool_dtype {
  */
 typedef enum convpool_algo {
   CONVPOOL_ALGO_AUTO = 0,         /**< the library chooses (see README, "Choosing the algorithm") */
-  CONVPOOL_ALGO_SHIFT_REDUCE = 1, /**< shifted loads from per-item input panels */
-  CONVPOOL_ALGO_IM2COL = 2,       /**< per-item im2col strips and a GEMM */
-  CONVPOOL_ALGO_WINOGRAD = 3      /**< Winograd F(4x4,3x3): k = 3 only; fp32 transforms and sums,
-                                       error up to ~1e-6 of sum |x*w| (README, "Winograd") */
+  CONVPOOL_ALGO_SHIFT_REDUCE = 1, /**< shifted loads from per-item input panels; a conv stride
+                                       splits the input into phases (space to depth); declines
+                                       dilation above 1 */
+  CONVPOOL_ALGO_IM2COL = 2,       /**< per-item im2col strips and a GEMM; every layer */
+  CONVPOOL_ALGO_WINOGRAD = 3      /**< Winograd F(4x4,3x3): k = 3, stride, dilation and groups 1
+                                       only; fp32 transforms and sums, error up to ~1e-6 of
+                                       sum |x*w| (README, "Winograd") */
 } convpool_algo;
 
 /**
@@ -138,7 +144,7 @@ typedef struct convpool_options {
                         0 (default): the operator starts and owns its threads */
 } convpool_options;
 
-/** Activation applied to conv + bias, before the pooling. */
+/** Activation applied to conv + bias (+ the residual), before the pooling. */
 typedef enum convpool_activation {
   CONVPOOL_ACTIVATION_NONE = 0, /**< identity */
   CONVPOOL_ACTIVATION_RELU = 1, /**< max(v, 0); NaN stays NaN */
@@ -151,25 +157,34 @@ typedef enum convpool_activation {
  * then change what differs from the defaults. Like convpool_options it
  * carries its size, so fields can be added at the end.
  *
- * Conv output: OH = H + padding[0] + padding[2] - k + 1 (>= 1), OW likewise
- * with padding[1] and padding[3]. Pooled output, torch's pooling_output_shape:
- * PH = floor((OH + pool_padding[0] + pool_padding[2] - pool) / S) + 1, or with
- * ceil_mode the same rounded up, less one when that last window would start
- * in the bottom padding; PW likewise. PH and PW must be >= 1: floor sizing
- * refuses a window larger than the padded conv output, ceil sizing keeps one
- * partial window when the window is larger by less than S (as torch does).
- * Windows are clipped to the conv output; with pool padding below the window
- * (ONNX's bound) every window holds at least one conv output.
+ * Conv output: OH = (H + padding[0] + padding[2] - dilation*(k-1) - 1) /
+ * stride + 1, rounded down (the padded input must hold the dilated filter, so
+ * OH >= 1), OW likewise with padding[1] and padding[3]. Pooled output, torch's
+ * pooling_output_shape: PH = floor((OH + pool_padding[0] + pool_padding[2] -
+ * pool) / S) + 1, or with ceil_mode the same rounded up, less one when that
+ * last window would start in the bottom padding; PW likewise. PH and PW must
+ * be >= 1: floor sizing refuses a window larger than the padded conv output,
+ * ceil sizing keeps one partial window when the window is larger by less than
+ * S (as torch does). Windows are clipped to the conv output; with pool
+ * padding below the window (ONNX's bound) every window holds at least one
+ * conv output.
+ *
+ * Released sizes: 168 bytes (up to ceil_mode) and the current one (with
+ * has_residual). A caller of the older size gets has_residual = 0.
  */
 typedef struct convpool_layer {
   size_t size;            /**< sizeof(convpool_layer); set by convpool_layer_init */
   convpool_dtype dtype;   /**< element type of weights, bias, src and dst */
-  int64_t c_out, c_in, k; /**< filter [c_out, c_in, k, k] */
+  int64_t c_out, c_in, k; /**< filter [c_out, c_in / groups, k, k] */
   int64_t padding[4];     /**< conv zero padding: top, left, bottom, right, each
                                0..CONVPOOL_MAX_PADDING */
-  int64_t stride;         /**< conv stride: only 1 */
-  int64_t dilation;       /**< conv dilation: only 1 */
-  int64_t groups;         /**< conv groups: only 1 */
+  int64_t stride;         /**< conv stride, rows and columns: 1..2^24 */
+  int64_t dilation;       /**< conv dilation, rows and columns: 1..2^24 (the filter's taps
+                               are dilation apart) */
+  int64_t groups;         /**< conv groups: >= 1, dividing c_in and c_out; output channel
+                               co sees input channels [g*c_in/groups, (g+1)*c_in/groups)
+                               of its group g = co / (c_out/groups) (groups = c_in:
+                               depthwise, c_out/c_in outputs per input channel) */
   convpool_activation activation;
   float clamp_min, clamp_max; /**< bounds of CONVPOOL_ACTIVATION_CLAMP (min <= max, not NaN) */
   int64_t pool;               /**< max pooling window P x P, 1..CONVPOOL_MAX_POOL (1 with
@@ -178,6 +193,10 @@ typedef struct convpool_layer {
   int64_t pool_padding[4];    /**< -inf padding: top, left, bottom, right, each 0..pool - 1
                                    (ONNX's MaxPool; torch's max_pool2d takes pool / 2) */
   int ceil_mode;              /**< 1: ceil sizing (torch's rule), 0: floor */
+  int64_t has_residual;       /**< 1: every run adds a residual R [B, c_out, OH, OW] of the
+                                   layer's dtype to conv + bias before the activation
+                                   (convpool_op_run_residual); 0: none. 64 bits, so that
+                                   the struct grows past the older size */
 } convpool_layer;
 
 /** Library and machine facts. */
@@ -310,7 +329,7 @@ CONVPOOL_API convpool_status convpool_op_create(convpool_dtype dtype, const void
 /**
  * Fill a layer with the defaults: no padding, no activation, pool window
  * `pool` with stride `pool`, no pool padding, floor sizing, conv stride,
- * dilation and groups 1.
+ * dilation and groups 1, no residual.
  */
 CONVPOOL_API void convpool_layer_init(convpool_layer *layer, convpool_dtype dtype, int64_t c_out,
                                       int64_t c_in, int64_t k, int64_t pool);
@@ -319,7 +338,7 @@ CONVPOOL_API void convpool_layer_init(convpool_layer *layer, convpool_dtype dtyp
  * Create an operator for a layer (convpool_op_create is this with the
  * defaults of convpool_layer_init).
  * @param layer     initialised with convpool_layer_init
- * @param weights   [c_out, c_in, k, k]; not referenced after the call
+ * @param weights   [c_out, c_in / groups, k, k]; not referenced after the call
  * @param bias      [c_out] or NULL for no bias; not referenced after the call
  * @param options   NULL for the defaults
  * @param op_out    receives the operator
@@ -332,8 +351,9 @@ CONVPOOL_API convpool_status convpool_op_create_layer(const convpool_layer *laye
 /**
  * Validate a layer and an input [batch, c_in, height, width] without weights
  * and give the shape of dst: the checks and messages of create and run (conv
- * and pool padding limits, a filter larger than the padded input, a pool
- * larger than the conv output, byte counts), before any tensor is allocated.
+ * and pool padding limits, stride, dilation and groups, a dilated filter
+ * larger than the padded input, a pool larger than the conv output, byte
+ * counts), before any tensor is allocated.
  * @param layer  initialised with convpool_layer_init
  * @param shape  receives {batch, c_out, PH, PW}
  * @param bytes  receives the byte size of dst (may be NULL)
@@ -341,6 +361,16 @@ CONVPOOL_API convpool_status convpool_op_create_layer(const convpool_layer *laye
 CONVPOOL_API convpool_status convpool_layer_output_shape(const convpool_layer *layer, int64_t batch,
                                                          int64_t height, int64_t width,
                                                          int64_t shape[4], size_t *bytes);
+
+/**
+ * The same checks, and the shape of the conv output [batch, c_out, OH, OW]:
+ * the shape of the residual of a layer with has_residual.
+ * @param shape  receives {batch, c_out, OH, OW}
+ * @param bytes  receives its byte size in the layer's dtype (may be NULL)
+ */
+CONVPOOL_API convpool_status convpool_layer_conv_shape(const convpool_layer *layer, int64_t batch,
+                                                       int64_t height, int64_t width,
+                                                       int64_t shape[4], size_t *bytes);
 
 /**
  * Shape of dst for a run on src [batch, c_in, height, width].
@@ -356,6 +386,7 @@ CONVPOOL_API convpool_status convpool_op_output_shape(const convpool_op *op, int
  * src and dst must not overlap. One operator runs one call at a time: a call
  * made while another thread is inside convpool_op_run on the same operator
  * returns CONVPOOL_INVALID_STATE. Different operators run in parallel safely.
+ * A layer with has_residual is run with convpool_op_run_residual.
  * @param src       [batch, c_in, height, width] of the operator's dtype
  * @param dst       [batch, c_out, PH, PW]
  * @param dst_bytes capacity of dst in bytes; must be >= the output size
@@ -363,6 +394,19 @@ CONVPOOL_API convpool_status convpool_op_output_shape(const convpool_op *op, int
 CONVPOOL_API convpool_status convpool_op_run(convpool_op *op, const void *src, int64_t batch,
                                              int64_t height, int64_t width, void *dst,
                                              size_t dst_bytes);
+
+/**
+ * Run a layer with a residual: dst = pool(act(conv(src) + bias + residual)),
+ * the residual read once, as the epilogue pools (oneDNN's sum post-op; NaN
+ * and Inf in it propagate as in torch's conv2d(...) + residual). A layer
+ * without has_residual takes residual = NULL (then this is convpool_op_run).
+ * @param residual  [batch, c_out, OH, OW] of the operator's dtype
+ *                  (convpool_layer_conv_shape); must not overlap dst
+ */
+CONVPOOL_API convpool_status convpool_op_run_residual(convpool_op *op, const void *src,
+                                                      int64_t batch, int64_t height, int64_t width,
+                                                      const void *residual, void *dst,
+                                                      size_t dst_bytes);
 
 /**
  * Describe the plan of a run on [batch, c_in, height, width] as text: ISA,
@@ -422,11 +466,18 @@ CONVPOOL_API convpool_status convpool_conv2d_maxpool(convpool_dtype dtype, const
                                                      int64_t pool, void *dst, size_t dst_bytes,
                                                      const convpool_options *options);
 
-/** One-shot call for a layer: create, run, destroy. */
+/** One-shot call for a layer: create, run, destroy (a layer without has_residual). */
 CONVPOOL_API convpool_status convpool_layer_run(const convpool_layer *layer, const void *src,
                                                 int64_t batch, int64_t height, int64_t width,
                                                 const void *weights, const void *bias, void *dst,
                                                 size_t dst_bytes, const convpool_options *options);
+
+/** One-shot call for a layer with a residual (see convpool_op_run_residual); residual is
+    NULL for a layer without has_residual. Weights, bias and residual must not overlap dst. */
+CONVPOOL_API convpool_status convpool_layer_run_residual(
+    const convpool_layer *layer, const void *src, int64_t batch, int64_t height, int64_t width,
+    const void *weights, const void *bias, const void *residual, void *dst, size_t dst_bytes,
+    const convpool_options *options);
 
 #ifdef __cplusplus
 }

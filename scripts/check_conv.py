@@ -6,9 +6,10 @@
 DIR holds what `convpool --dump-dir DIR` writes: meta.json (dtype, batch,
 in_channels, out_channels, height, width, filter, pool, bias, seed, and the
 optional layer keys padding, activation, pool_stride, pool_padding,
-ceil_mode), x.bin,
-w.bin, bias.bin (when bias) and out.bin, raw little-endian arrays in C order
-(dtype float32, float16, or bfloat16 as uint16 bit patterns).
+ceil_mode, stride, dilation, groups, residual), x.bin, w.bin ([C_out,
+C_in/groups, K, K]), bias.bin (when bias), residual.bin (when residual) and
+out.bin, raw little-endian arrays in C order (dtype float32, float16, or
+bfloat16 as uint16 bit patterns).
 
 Recomputes the layer with the NumPy and torch references (they must agree)
 on the exact input values (bfloat16: the decoded patterns), judges out.bin
@@ -57,22 +58,13 @@ def layer_spec(meta):
     return LayerSpec.make(pool=meta["pool"], padding=meta.get("padding", 0), activation=act,
                           pool_stride=meta.get("pool_stride"),
                           pool_padding=meta.get("pool_padding", 0),
-                          ceil_mode=meta.get("ceil_mode", False))
-
-
-def output_hw(spec, h, w, k):
-    """Pooled output size of the layer on an h x w input."""
-    t, l, b, r = spec.padding
-    pt, pl, pb, pr = spec.pool_padding
-    oh, ow = h + t + b - k + 1, w + l + r - k + 1
-    if oh < 1 or ow < 1:
-        return 0, 0
-    return (pooled_size(oh, spec.pool, spec.pool_stride, pt, pb, spec.ceil_mode),
-            pooled_size(ow, spec.pool, spec.pool_stride, pl, pr, spec.ceil_mode))
+                          ceil_mode=meta.get("ceil_mode", False), stride=meta.get("stride", 1),
+                          dilation=meta.get("dilation", 1), groups=meta.get("groups", 1))
 
 
 def load_dump(directory):
-    """Read meta.json and the arrays; returns (meta, x, w, bias or None, out).
+    """Read meta.json and the arrays; returns (meta, x, w, bias or None, residual or None,
+    out).
 
     The arrays are in the dump's storage dtype (bfloat16: uint16 bit patterns).
     """
@@ -93,12 +85,16 @@ def load_dump(directory):
         meta["layer"] = layer_spec(meta)
     except (TypeError, ValueError) as exc:
         raise DumpError(f"meta.json: {exc}") from None
-    ph, pw = output_hw(meta["layer"], h, w, k)
-    if min(b, ci, co, k, p, ph, pw) < 1:
+    oh, ow, ph, pw = meta["layer"].output_size(h, w, k)
+    groups = meta["layer"].groups
+    if min(b, ci, co, k, p, oh, ow, ph, pw) < 1 or ci % groups or co % groups:
         raise DumpError(f"meta.json describes an empty or invalid layer: {meta}")
-    shapes = {"x.bin": (b, ci, h, w), "w.bin": (co, ci, k, k), "out.bin": (b, co, ph, pw)}
+    shapes = {"x.bin": (b, ci, h, w), "w.bin": (co, ci // groups, k, k),
+              "out.bin": (b, co, ph, pw)}
     if meta["bias"]:
         shapes["bias.bin"] = (co,)
+    if meta.get("residual", False):
+        shapes["residual.bin"] = (b, co, oh, ow)
     arrays = {}
     for name, shape in shapes.items():
         path = directory / name
@@ -112,7 +108,8 @@ def load_dump(directory):
                             f"needs {expected}")
         native = dtype.newbyteorder("=")
         arrays[name] = np.frombuffer(raw, dtype=dtype).reshape(shape).astype(native)
-    return meta, arrays["x.bin"], arrays["w.bin"], arrays.get("bias.bin"), arrays["out.bin"]
+    return (meta, arrays["x.bin"], arrays["w.bin"], arrays.get("bias.bin"),
+            arrays.get("residual.bin"), arrays["out.bin"])
 
 
 def runs(counts, prefix=""):
@@ -166,7 +163,7 @@ def damage_map(bad):
 def check(directory, list_bad=5):
     """Check one dump; prints the report and returns the exit status."""
     try:
-        meta, x, w, bias, out = load_dump(directory)
+        meta, x, w, bias, residual, out = load_dump(directory)
     except DumpError as exc:
         print(f"check_conv: error: {exc}")
         return 2
@@ -174,13 +171,14 @@ def check(directory, list_bad=5):
     print(f"dump {directory}: {dtype} b{meta['batch']} {meta['in_channels']}->"
           f"{meta['out_channels']} {meta['height']}x{meta['width']} k{meta['filter']} "
           f"pool{meta['pool']} {'bias' if meta['bias'] else 'nobias'} seed {meta['seed']}"
-          + ("" if pool.is_default else f" {pool}"))
-    x, w, bias64 = (ref_mod.to_float64(a, dtype) for a in (x, w, bias))
+          + ("" if pool.is_default else f" {pool}")
+          + (" residual" if residual is not None else ""))
+    x, w, bias64, r64 = (ref_mod.to_float64(a, dtype) for a in (x, w, bias, residual))
     values = ref_mod.to_float64(out, dtype)
     reference = ref_mod.Reference(x, w)
-    agree, message, expected = reference.compare_references(bias64, pool)
+    agree, message, expected = reference.compare_references(bias64, pool, r64)
     print(("references: " if agree else "REFERENCES DISAGREE: ") + message)
-    scale = reference.error_scale(bias64, pool)
+    scale = reference.error_scale(bias64, pool, r64)
     verdict = ref_mod.judge(out, expected, scale, dtype, "bound")
     print(f"tolerance: {verdict.tolerance_text}")
     print(f"max |delta| = {verdict.max_delta:.6g}; bad elements: {verdict.n_bad} of {out.size}"
@@ -195,7 +193,9 @@ def check(directory, list_bad=5):
             idx = tuple(int(v) for v in np.unravel_index(flat, out.shape))
             print(f"  bad at (b, co, ph, pw) = {idx}: ours {float(values[idx])!r}, "
                   f"ref {float(expected[idx])!r}")
-    if bias64 is not None:
+    if residual is not None:
+        print("outputs equal to their bias: not counted (the residual is added too)")
+    elif bias64 is not None:
         equal = values == bias64[None, :, None, None]
         print(f"outputs equal to their bias exactly: {int(equal.sum())} (a lost conv "
               f"contribution shows here)")
@@ -205,7 +205,7 @@ def check(directory, list_bad=5):
     sane = True
     if dtype == "bfloat16":
         try:
-            torch_bf16 = reference.torch_bfloat16_result(bias64, pool)
+            torch_bf16 = reference.torch_bfloat16_result(bias64, pool, r64)
         except (RuntimeError, ValueError) as exc:
             print(f"torch bfloat16 sanity check skipped: torch could not run it "
                   f"({type(exc).__name__}: {exc})")

@@ -15,16 +15,18 @@ double cp_seconds(void) {
 
 /*
  * The epilogue of one channel block of an item: `channels` output channels
- * from co0, whose conv region (the item's) is in the tile buffer; `row` is
- * per-thread scratch of the plan's row_bytes. Full windows go to the
- * epilogue's row function, clipped ones (pool padding, ceil sizing) to the
- * portable row.
+ * from co0, whose conv region (the item's) is in the tile buffer, with the
+ * same region of the residual when there is one; `row` is per-thread
+ * scratch of the plan's row_bytes. Full windows go to the epilogue's row
+ * function, clipped ones (pool padding, ceil sizing) to the portable row.
  */
 static void cp_epilogue_item(const cp_epilogue *e, const cp_plan *pl, const cp_item *it,
-                             const float *buf, float *row, size_t co0, size_t channels, void *dst) {
+                             const float *buf, float *row, size_t co0, size_t channels,
+                             const unsigned char *residual, void *dst) {
   const cp_epilogue_params *p = &e->params;
   const int64_t P = pl->pool, S = pl->stride;
   const size_t pw = (size_t)pl->pw, plane = (size_t)pl->ph * pw, es = pl->elem_size;
+  const size_t ow = (size_t)pl->ow, conv_plane = (size_t)pl->oh * ow;
   /* columns: the same windows for every row of the item */
   const size_t off = (size_t)(it->x0 - (it->c0 * S - pl->pool_pad[CP_LEFT]));
   const int full_cols = off == 0 && (it->nc - 1) * S + P <= it->nx;
@@ -37,10 +39,23 @@ static void cp_epilogue_item(const cp_epilogue *e, const cp_plan *pl, const cp_i
     if (bottom > pl->oh) bottom = pl->oh;
     const cp_epilogue_row_fn fn =
         full_cols && bottom - top == P ? e->row : cp_epilogue_row_portable;
-    cp_pool_row r = {
-        NULL, pl->buf_row_ld, (size_t)(bottom - top), (size_t)it->nx, off, (size_t)it->nc, row};
+    cp_pool_row r = {NULL,
+                     pl->buf_row_ld,
+                     (size_t)(bottom - top),
+                     (size_t)it->nx,
+                     off,
+                     (size_t)it->nc,
+                     row,
+                     NULL,
+                     ow};
+    const unsigned char *res =
+        residual == NULL ? NULL
+                         : residual + (((size_t)it->b * (size_t)pl->c_out + co0) * conv_plane +
+                                       (size_t)top * ow + (size_t)it->x0) *
+                                          es;
     for (size_t m = 0; m < channels; m++) {
       r.src = buf + m * pl->buf_cols + (size_t)(top - it->y0) * pl->buf_row_ld;
+      if (res != NULL) r.res = res + m * conv_plane * es;
       fn(p, &r, p->bias != NULL ? &p->bias[co0 + m] : NULL,
          out0 + (m * plane + (size_t)q * pw) * es);
     }
@@ -64,14 +79,13 @@ static void cp_run_item(void *context, int64_t index, int thread) {
   double t1 = cp_seconds();
   times->pack += t1 - t0;
 
-  const size_t mr = (size_t)pl->setup->co_block;
   for (int64_t cb = it.cb0; cb < it.cb1; cb++) {
     algo->compute_block(r, &it, input, cb, buf);
     double t2 = cp_seconds();
     times->compute += t2 - t1;
-    const size_t co0 = (size_t)cb * mr;
-    const size_t channels = (size_t)pl->c_out - co0 < mr ? (size_t)pl->c_out - co0 : mr;
-    cp_epilogue_item(r->epilogue, pl, &it, buf, row, co0, channels, r->dst);
+    size_t co0, channels;
+    cp_block_channels(pl, cb, &co0, &channels);
+    cp_epilogue_item(r->epilogue, pl, &it, buf, row, co0, channels, r->residual, r->dst);
     t1 = cp_seconds();
     times->epilogue += t1 - t2;
   }

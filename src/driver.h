@@ -26,6 +26,7 @@ typedef struct cp_run {
   cp_widen_fn widen;   /* 16-bit src -> fp32 rows; NULL for float32 */
   const cp_epilogue *epilogue;
   const unsigned char *src;
+  const unsigned char *residual; /* [batch, c_out, oh, ow], or NULL without one */
   unsigned char *dst;
   unsigned char *scratch; /* threads x pl->scratch_bytes */
   unsigned char *shared;  /* pl->shared_bytes, written by the phase before the items */

@@ -109,6 +109,17 @@ static convpool_status cp_op_query(const convpool_op *op, const char *name, cons
 
 /* ---- lifecycle ---- */
 
+/* Bytes of the layer's weights [c_out, c_in / groups, k, k]; 0 on overflow. */
+/* Bytes of the weights [c_out, c_in / groups, k, k]; 0 when they overflow
+   or exceed PTRDIFF_MAX (every later product of the filter sizes is bounded
+   by this byte count). */
+static int cp_weight_bytes(const cp_layer *l, size_t *bytes) {
+  const size_t k = (size_t)l->k;
+  return k <= SIZE_MAX / k && cp_mul((size_t)l->c_out, (size_t)(l->c_in / l->groups), bytes) &&
+         cp_mul(*bytes, k * k, bytes) && cp_mul(*bytes, convpool_dtype_size(l->dtype), bytes) &&
+         *bytes <= (size_t)PTRDIFF_MAX;
+}
+
 /* The epilogue of the layer: pool window and stride, bias (after the max
    unless a bias is not finite), the activation clamp, the dtype's store. */
 static void cp_setup_epilogue(convpool_op *op, const cp_cpu *cpu, int bias_finite) {
@@ -124,6 +135,8 @@ static void cp_setup_epilogue(convpool_op *op, const cp_cpu *cpu, int bias_finit
              : dtype == CONVPOOL_BFLOAT16 ? CP_STORE_BF16
                                           : CP_STORE_F32;
   p->narrow = cp_narrow_select(dtype, cpu->isa);
+  p->residual = op->layer.has_residual;
+  p->res_widen = cp_widen_select(dtype, cpu->isa);
   cp_epilogue_select(&op->epilogue, cpu->isa);
 }
 
@@ -148,15 +161,12 @@ static convpool_status cp_op_create(const convpool_layer *public_layer, const vo
   if ((st = cp_layer_from_public(public_layer, bias != NULL, &layer)) != CONVPOOL_SUCCESS)
     return st;
   const convpool_dtype dtype = layer.dtype;
-  const int64_t c_out = layer.c_out, c_in = layer.c_in, k = layer.k;
+  const int64_t c_out = layer.c_out, c_in = layer.c_in / layer.groups, k = layer.k;
   if (weights == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "weights is NULL");
   if ((st = cp_check_aligned("weights", weights, dtype)) != CONVPOOL_SUCCESS) return st;
   if ((st = cp_check_aligned("bias", bias, dtype)) != CONVPOOL_SUCCESS) return st;
-  /* every later product of the filter sizes is bounded by this byte count */
-  size_t wbytes, taps;
-  if (!cp_mul((size_t)k, (size_t)k, &taps) || !cp_mul((size_t)c_out, (size_t)c_in, &wbytes) ||
-      !cp_mul(wbytes, taps, &wbytes) || !cp_mul(wbytes, convpool_dtype_size(dtype), &wbytes) ||
-      wbytes > (size_t)PTRDIFF_MAX)
+  size_t wbytes;
+  if (!cp_weight_bytes(&layer, &wbytes))
     return cp_fail(CONVPOOL_INVALID_ARGUMENT,
                    "weights [%lld, %lld, %lld, %lld] have a byte count that overflows",
                    (long long)c_out, (long long)c_in, (long long)k, (long long)k);
@@ -340,10 +350,11 @@ static convpool_status cp_op_reserve(convpool_op *op, const cp_plan *pl) {
 
 /* The run on `pool`, which this call holds, of an operator it has claimed. */
 static convpool_status cp_op_run_on(convpool_op *op, cp_threadpool *pool, const void *src,
-                                    int64_t batch, int64_t height, int64_t width, void *dst,
-                                    size_t dst_bytes) {
+                                    int64_t batch, int64_t height, int64_t width,
+                                    const void *residual, void *dst, size_t dst_bytes) {
   convpool_status st;
   if ((st = cp_check_aligned("src", src, op->layer.dtype)) != CONVPOOL_SUCCESS) return st;
+  if ((st = cp_check_aligned("residual", residual, op->layer.dtype)) != CONVPOOL_SUCCESS) return st;
   if ((st = cp_check_aligned("dst", dst, op->layer.dtype)) != CONVPOOL_SUCCESS) return st;
   cp_plan pl;
   if ((st = cp_op_plan_threads(op, cp_threadpool_threads(pool), batch, height, width, &pl)) !=
@@ -356,10 +367,13 @@ static convpool_status cp_op_run_on(convpool_op *op, cp_threadpool *pool, const 
   if ((st = cp_check_disjoint("dst", dst, pl.dst_bytes, "src", src, pl.src_bytes)) !=
       CONVPOOL_SUCCESS)
     return st;
+  if ((st = cp_check_disjoint("dst", dst, pl.dst_bytes, "residual", residual, pl.residual_bytes)) !=
+      CONVPOOL_SUCCESS)
+    return st;
   if ((st = cp_op_reserve(op, &pl)) != CONVPOOL_SUCCESS) return st;
   const double start = cp_seconds();
-  const cp_run r = {&pl, op->packed,  op->widen,     &op->epilogue, src,
-                    dst, op->scratch, op->workspace, op->times};
+  const cp_run r = {&pl,      op->packed, op->widen,   &op->epilogue, src,
+                    residual, dst,        op->scratch, op->workspace, op->times};
   convpool_run_stats stats;
   memset(&stats, 0, sizeof stats);
   cp_driver_run(pool, &r, &stats);
@@ -381,34 +395,47 @@ static convpool_status cp_op_run_on(convpool_op *op, cp_threadpool *pool, const 
 
 /* The run proper, on an operator this call has claimed. */
 static convpool_status cp_op_run_claimed(convpool_op *op, const void *src, int64_t batch,
-                                         int64_t height, int64_t width, void *dst,
-                                         size_t dst_bytes) {
+                                         int64_t height, int64_t width, const void *residual,
+                                         void *dst, size_t dst_bytes) {
   if (src == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "src is NULL");
   if (dst == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "dst is NULL");
+  if (op->layer.has_residual && residual == NULL)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
+                   "residual is NULL, but the layer has one (has_residual = 1): run it with "
+                   "convpool_op_run_residual");
+  if (!op->layer.has_residual && residual != NULL)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
+                   "residual %p given, but the layer has none (has_residual = 0)", residual);
   if (!op->shared)
-    return cp_op_run_on(op, op->pool_threads, src, batch, height, width, dst, dst_bytes);
+    return cp_op_run_on(op, op->pool_threads, src, batch, height, width, residual, dst, dst_bytes);
   cp_threadpool *pool;
   convpool_status st = cp_shared_pool_acquire(&pool); /* waits for another run on it */
   if (st != CONVPOOL_SUCCESS) return st;
-  st = cp_op_run_on(op, pool, src, batch, height, width, dst, dst_bytes);
+  st = cp_op_run_on(op, pool, src, batch, height, width, residual, dst, dst_bytes);
   cp_shared_pool_release();
   return st;
 }
 
-convpool_status convpool_op_run(convpool_op *op, const void *src, int64_t batch, int64_t height,
-                                int64_t width, void *dst, size_t dst_bytes) {
+convpool_status convpool_op_run_residual(convpool_op *op, const void *src, int64_t batch,
+                                         int64_t height, int64_t width, const void *residual,
+                                         void *dst, size_t dst_bytes) {
   cp_clear_error();
   if (!cp_op_valid(op)) return cp_fail(CONVPOOL_INVALID_STATE, "op is NULL or not a live operator");
   /* claimed before anything else of the operator is read */
   convpool_status st = cp_op_claim(op, CP_OP_BUSY, "run it");
   if (st == CONVPOOL_SUCCESS) {
-    st = cp_op_run_claimed(op, src, batch, height, width, dst, dst_bytes);
+    st = cp_op_run_claimed(op, src, batch, height, width, residual, dst, dst_bytes);
     atomic_store(&op->state, CP_OP_IDLE);
   }
   if (st != CONVPOOL_SUCCESS && cp_verbose())
     fprintf(stderr, "convpool: run op %p failed: %s: %s\n", (void *)op, convpool_status_string(st),
             convpool_last_error());
   return st;
+}
+
+convpool_status convpool_op_run(convpool_op *op, const void *src, int64_t batch, int64_t height,
+                                int64_t width, void *dst, size_t dst_bytes) {
+  return convpool_op_run_residual(op, src, batch, height, width, NULL, dst, dst_bytes);
 }
 
 /* ---- introspection ---- */
@@ -469,25 +496,26 @@ convpool_status convpool_op_last_run_stats(const convpool_op *op, convpool_run_s
 
 /* ---- one-shot ---- */
 
-convpool_status convpool_layer_run(const convpool_layer *layer, const void *src, int64_t batch,
-                                   int64_t height, int64_t width, const void *weights,
-                                   const void *bias, void *dst, size_t dst_bytes,
-                                   const convpool_options *options) {
+convpool_status convpool_layer_run_residual(const convpool_layer *layer, const void *src,
+                                            int64_t batch, int64_t height, int64_t width,
+                                            const void *weights, const void *bias,
+                                            const void *residual, void *dst, size_t dst_bytes,
+                                            const convpool_options *options) {
   cp_clear_error();
   convpool_op *op = NULL;
   convpool_status st = convpool_op_create_layer(layer, weights, bias, options, &op);
   if (st != CONVPOOL_SUCCESS) return st;
   int64_t shape[4];
-  size_t out_bytes = 0;
-  const size_t es = convpool_dtype_size(layer->dtype);
+  size_t out_bytes = 0, wbytes = 0;
+  cp_weight_bytes(&op->layer, &wbytes); /* create checked it */
+  const size_t es = convpool_dtype_size(op->layer.dtype);
   st = convpool_op_output_shape(op, batch, height, width, shape, &out_bytes);
   if (st == CONVPOOL_SUCCESS && dst != NULL)
-    st = cp_check_disjoint("dst", dst, out_bytes, "weights", weights,
-                           (size_t)layer->c_out * (size_t)layer->c_in * (size_t)layer->k *
-                               (size_t)layer->k * es); /* create checked that it fits */
+    st = cp_check_disjoint("dst", dst, out_bytes, "weights", weights, wbytes);
   if (st == CONVPOOL_SUCCESS && dst != NULL && bias != NULL)
-    st = cp_check_disjoint("dst", dst, out_bytes, "bias", bias, (size_t)layer->c_out * es);
-  if (st == CONVPOOL_SUCCESS) st = convpool_op_run(op, src, batch, height, width, dst, dst_bytes);
+    st = cp_check_disjoint("dst", dst, out_bytes, "bias", bias, (size_t)op->layer.c_out * es);
+  if (st == CONVPOOL_SUCCESS)
+    st = convpool_op_run_residual(op, src, batch, height, width, residual, dst, dst_bytes);
   if (st != CONVPOOL_SUCCESS) {
     char saved[512];
     snprintf(saved, sizeof saved, "%s", convpool_last_error());
@@ -495,6 +523,14 @@ convpool_status convpool_layer_run(const convpool_layer *layer, const void *src,
     return cp_fail(st, "%s", saved);
   }
   return convpool_op_destroy(op);
+}
+
+convpool_status convpool_layer_run(const convpool_layer *layer, const void *src, int64_t batch,
+                                   int64_t height, int64_t width, const void *weights,
+                                   const void *bias, void *dst, size_t dst_bytes,
+                                   const convpool_options *options) {
+  return convpool_layer_run_residual(layer, src, batch, height, width, weights, bias, NULL, dst,
+                                     dst_bytes, options);
 }
 
 convpool_status convpool_conv2d_maxpool(convpool_dtype dtype, const void *src, int64_t batch,

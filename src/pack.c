@@ -11,104 +11,248 @@ float cp_load_elem(convpool_dtype dtype, const void *base, size_t index) {
   return ((const float *)base)[index];
 }
 
+/* Channel steps of one conv group of a weight packing (0 on overflow). */
+static size_t cp_weight_group_steps(const cp_weight_blocks *wb) {
+  const size_t phases = (size_t)cp_split_phases(wb->k, wb->split);
+  size_t channels;
+  if (!cp_mul((size_t)(wb->c_in / wb->groups), phases * phases, &channels)) return 0;
+  return (channels + wb->cpack - 1) / wb->cpack;
+}
+
 int cp_size_weights_blocked(const cp_weight_blocks *wb, size_t *bytes, size_t *block_bytes) {
-  const size_t mr = wb->mr, c_out = (size_t)wb->c_out, k = (size_t)wb->k;
-  const size_t blocks = (c_out + mr - 1) / mr;
-  const size_t steps = ((size_t)wb->c_in + wb->cpack - 1) / wb->cpack;
-  /* full blocks of MR, then the tail kernel's MR */
+  const size_t mr = wb->mr, c_out = (size_t)(wb->c_out / wb->groups);
+  const size_t k = (size_t)cp_split_k(wb->k, wb->split);
+  const size_t blocks = (size_t)wb->groups * ((c_out + mr - 1) / mr);
+  const size_t steps = cp_weight_group_steps(wb);
+  /* full blocks of MR, the last one of the tail kernel's MR */
   const size_t channels = c_out % mr ? (blocks - 1) * mr + wb->mr_tail : blocks * mr;
   size_t per_channel;
-  return k <= SIZE_MAX / k && cp_mul(steps, k * k, &per_channel) &&
+  return steps > 0 && k <= SIZE_MAX / k && cp_mul(steps, k * k, &per_channel) &&
          cp_mul(per_channel, sizeof(float), &per_channel) && cp_mul(channels, per_channel, bytes) &&
          cp_mul(mr, per_channel, block_bytes);
 }
 
+/* The weight of output channel co (of the group's c_out) for channel (or
+   phase channel) u < channels of group g at tap t of the packed filter, as
+   the index into w, or SIZE_MAX where it is zero. */
+static size_t cp_weight_index(const cp_weight_blocks *wb, size_t g, size_t co, size_t u, size_t t) {
+  const size_t c_in = (size_t)(wb->c_in / wb->groups), c_out = (size_t)(wb->c_out / wb->groups);
+  const size_t k = (size_t)wb->k, split = wb->split > 1 ? (size_t)wb->split : 1;
+  const size_t phases = (size_t)cp_split_phases(wb->k, wb->split);
+  const size_t kk = (size_t)cp_split_k(wb->k, wb->split);
+  if (co >= c_out || u >= c_in * phases * phases) return SIZE_MAX;
+  const size_t c = u / (phases * phases), r = u / phases % phases, p = u % phases;
+  const size_t i = r + split * (t / kk), j = p + split * (t % kk);
+  if (i >= k || j >= k) return SIZE_MAX;
+  return (((g * c_out + co) * c_in + c) * k + i) * k + j;
+}
+
 void cp_pack_weights_blocked(convpool_dtype dtype, const void *weights, const cp_weight_blocks *wb,
                              float *packed) {
-  const size_t cin = (size_t)wb->c_in, k = (size_t)wb->k, kk = k * k;
-  const size_t main_mr = wb->mr, blocks = ((size_t)wb->c_out + main_mr - 1) / main_mr;
-  const size_t cpack = wb->cpack, steps = (cin + cpack - 1) / cpack;
+  const size_t kk = (size_t)cp_split_k(wb->k, wb->split), taps = kk * kk;
+  const size_t main_mr = wb->mr, c_out = (size_t)(wb->c_out / wb->groups);
+  const size_t per_group = (c_out + main_mr - 1) / main_mr;
+  const size_t blocks = (size_t)wb->groups * per_group;
+  const size_t cpack = wb->cpack, steps = cp_weight_group_steps(wb);
   const uint16_t *w16 = weights;
   for (size_t cb = 0; cb < blocks; cb++) {
-    const size_t mr = cb + 1 == blocks ? wb->mr_tail : main_mr;
-    float *block = packed + cb * main_mr * steps * kk;
+    const size_t g = cb / per_group, b = cb % per_group;
+    const size_t mr = b + 1 == per_group ? wb->mr_tail : main_mr;
+    float *block = packed + cb * main_mr * steps * taps;
     uint32_t *pairs = (uint32_t *)block;
     for (size_t s = 0; s < steps; s++)
-      for (size_t t = 0; t < kk; t++)
+      for (size_t t = 0; t < taps; t++)
         for (size_t m = 0; m < mr; m++) {
-          const size_t co = cb * main_mr + m, to = (s * kk + t) * mr + m;
+          const size_t co = b * main_mr + m, to = (s * taps + t) * mr + m;
           if (cpack == 1) {
-            block[to] = co < (size_t)wb->c_out
-                            ? cp_load_elem(dtype, weights, (co * cin + s) * kk + t)
-                            : 0.0f;
+            const size_t at = cp_weight_index(wb, g, co, s, t);
+            block[to] = at != SIZE_MAX ? cp_load_elem(dtype, weights, at) : 0.0f;
             continue;
           }
-          uint32_t lo = 0, hi = 0;
-          if (co < (size_t)wb->c_out) {
-            lo = w16[(co * cin + 2 * s) * kk + t];
-            if (2 * s + 1 < cin) hi = w16[(co * cin + 2 * s + 1) * kk + t];
-          }
-          pairs[to] = lo | hi << 16;
+          const size_t lo = cp_weight_index(wb, g, co, 2 * s, t);
+          const size_t hi = cp_weight_index(wb, g, co, 2 * s + 1, t);
+          pairs[to] = (lo != SIZE_MAX ? (uint32_t)w16[lo] : 0u) |
+                      (hi != SIZE_MAX ? (uint32_t)w16[hi] << 16 : 0u);
         }
   }
 }
 
-/* One panel row: input row iy, columns [ix0, ix0 + cols) of channel step s,
-   zero outside the input (conv padding) and past cols up to ld. */
-static void cp_pack_panel_row(const cp_panel_src *src, size_t s, int64_t iy, int64_t ix0,
+/* What half h of a channel step reads: an input channel's plane (NULL past
+   the group's channels), its phase row r, and the input column of panel
+   column 0 of a row whose first input column is ix0 (+ the phase column). */
+typedef struct cp_panel_channel {
+  const unsigned char *plane;
+  int64_t r, p;
+} cp_panel_channel;
+
+static cp_panel_channel cp_panel_channel_of(const cp_panel_src *src, size_t t, size_t h) {
+  cp_panel_channel ch = {NULL, 0, 0};
+  const size_t phases = (size_t)src->phases, c_in = (size_t)(src->c_in / src->groups);
+  const size_t g = t / src->group_steps, u = t % src->group_steps * src->cpack + h;
+  if (u >= c_in * phases * phases) return ch;
+  const size_t c = g * c_in + u / (phases * phases);
+  ch.plane = src->image + c * (size_t)src->height * (size_t)src->width * src->elem_size;
+  ch.r = (int64_t)(u / phases % phases), ch.p = (int64_t)(u % phases);
+  return ch;
+}
+
+/* The input row of panel row y (NULL outside the input or the channels). */
+static const unsigned char *cp_panel_row_of(const cp_panel_src *src, const cp_panel_channel *ch,
+                                            int64_t iy0, size_t y) {
+  const int64_t iy = iy0 + (int64_t)y * src->split + ch->r;
+  if (ch->plane == NULL || iy < 0 || iy >= src->height) return NULL;
+  return ch->plane + (size_t)iy * (size_t)src->width * src->elem_size;
+}
+
+/* The panel columns [*a, *e) of `cols` whose input column ix + x*split lies
+   inside the input row. */
+static void cp_panel_columns(const cp_panel_src *src, int64_t ix, size_t cols, size_t *a,
+                             size_t *e) {
+  const int64_t s = src->split, w = src->width;
+  int64_t first, end;
+  if (s == 1) {
+    first = ix >= 0 ? 0 : -ix, end = w - ix;
+  } else {
+    first = ix >= 0 ? 0 : (-ix + s - 1) / s;
+    end = ix >= w ? 0 : (w - ix + s - 1) / s;
+  }
+  *a = first < (int64_t)cols ? (size_t)first : cols;
+  *e = end < 0 ? 0 : end < (int64_t)cols ? (size_t)end : cols;
+  if (*e < *a) *e = *a;
+}
+
+/* Columns [a, e) of a panel row of fp32 from input row `row` (columns ix +
+   x*split), widened from 16 bits where the src is. */
+static void cp_pack_columns(const cp_panel_src *src, const unsigned char *row, int64_t ix, size_t a,
+                            size_t e, float *to) {
+  const size_t split = (size_t)src->split, n = e - a;
+  const size_t from = (size_t)(ix + (int64_t)(a * split));
+  if (split == 1) {
+    if (src->widen != NULL)
+      src->widen((const uint16_t *)row + from, to + a, n);
+    else
+      memcpy(to + a, (const float *)row + from, n * sizeof(float));
+    return;
+  }
+  if (src->widen == NULL) {
+    const float *f = (const float *)row + from;
+    for (size_t x = 0; x < n; x++) to[a + x] = f[x * split];
+    return;
+  }
+  const uint16_t *h = (const uint16_t *)row + from;
+  uint16_t chunk[64];
+  for (size_t x = 0; x < n; x += 64) {
+    const size_t m = n - x < 64 ? n - x : 64;
+    for (size_t i = 0; i < m; i++) chunk[i] = h[(x + i) * split];
+    src->widen(chunk, to + a + x, m);
+  }
+}
+
+/* One panel row: row y of the channel step read by lo (and hi, the high
+   halves of bf16 pairs), input columns from ix0 (split apart), zero outside
+   the input (conv padding) and past cols up to ld. */
+static void cp_pack_panel_row(const cp_panel_src *src, const cp_panel_channel *lo_ch,
+                              const cp_panel_channel *hi_ch, int64_t iy0, size_t y, int64_t ix0,
                               size_t cols, size_t ld, float *to) {
-  const int64_t w = src->width;
-  const size_t hw = (size_t)src->height * (size_t)w, cin = (size_t)src->c_in;
-  int64_t a = ix0 < 0 ? 0 : ix0, e = ix0 + (int64_t)cols;
-  if (e > w) e = w;
-  if (iy < 0 || iy >= src->height || a >= e) {
+  const unsigned char *lo = cp_panel_row_of(src, lo_ch, iy0, y);
+  const unsigned char *hi = src->cpack == 2 ? cp_panel_row_of(src, hi_ch, iy0, y) : NULL;
+  const int64_t ix = ix0 + lo_ch->p, ix_hi = ix0 + hi_ch->p;
+  size_t a = 0, e = 0, a_hi = 0, e_hi = 0;
+  if (lo != NULL) cp_panel_columns(src, ix, cols, &a, &e);
+  if (hi != NULL) cp_panel_columns(src, ix_hi, cols, &a_hi, &e_hi);
+  if (src->cpack == 2 && (hi != NULL || lo != NULL)) { /* bf16 channel pairs, interleaved */
+    const uint16_t *l16 = (const uint16_t *)lo, *h16 = (const uint16_t *)hi;
+    const size_t split = (size_t)src->split;
+    uint32_t *t32 = (uint32_t *)to;
+    if (lo != NULL && split == 1 && (hi == NULL || (a_hi == a && e_hi == e))) { /* as one run */
+      memset(t32, 0, a * sizeof(uint32_t));
+      l16 += ix, h16 = h16 != NULL ? h16 + ix_hi : NULL;
+      for (size_t x = a; x < e; x++) t32[x] = l16[x] | (h16 ? (uint32_t)h16[x] << 16 : 0u);
+      memset(t32 + e, 0, (ld - e) * sizeof(uint32_t));
+      return;
+    }
+    for (size_t x = 0; x < ld; x++) {
+      const uint32_t l = x >= a && x < e ? l16[ix + (int64_t)(x * split)] : 0u;
+      const uint32_t u = x >= a_hi && x < e_hi ? h16[ix_hi + (int64_t)(x * split)] : 0u;
+      t32[x] = l | u << 16;
+    }
+    return;
+  }
+  if (a >= e) {
     memset(to, 0, ld * sizeof(float));
     return;
   }
-  const size_t lead = (size_t)(a - ix0), n = (size_t)(e - a);
-  const size_t from = s * src->cpack * hw + (size_t)iy * (size_t)w + (size_t)a;
-  memset(to, 0, lead * sizeof(float));
-  if (src->cpack == 2) { /* bf16 channel pairs, interleaved */
-    const uint16_t *lo = (const uint16_t *)src->image + from;
-    const uint16_t *hi = 2 * s + 1 < cin ? lo + hw : NULL;
-    uint32_t *t32 = (uint32_t *)to + lead;
-    for (size_t x = 0; x < n; x++) t32[x] = lo[x] | (hi ? (uint32_t)hi[x] << 16 : 0u);
-  } else if (src->widen != NULL) {
-    src->widen((const uint16_t *)src->image + from, to + lead, n);
-  } else {
-    memcpy(to + lead, (const float *)src->image + from, n * sizeof(float));
-  }
-  memset(to + lead + n, 0, (ld - lead - n) * sizeof(float));
+  memset(to, 0, a * sizeof(float));
+  cp_pack_columns(src, lo, ix, a, e, to);
+  memset(to + e, 0, (ld - e) * sizeof(float));
 }
 
-void cp_pack_panel(const cp_panel_src *src, int64_t iy0, size_t rows, int64_t ix0, size_t cols,
-                   const cp_panel_layout *layout, float *panel) {
-  const size_t w = (size_t)src->width, hw = (size_t)src->height * w, es = src->elem_size;
-  const size_t ld = layout->ld, cs = layout->cs, cin = (size_t)src->c_in, cpack = src->cpack;
-  const size_t steps = (cin + cpack - 1) / cpack;
-  /* the prefetched span: the part of the rows inside the input */
-  const int64_t pa = ix0 < 0 ? 0 : ix0,
-                pe = ix0 + (int64_t)cols < src->width ? ix0 + (int64_t)cols : src->width;
-  const size_t span_bytes = pa < pe ? (size_t)(pe - pa) * es : 0;
-  for (size_t s = 0; s < steps; s++) {
+/* The bytes [*p, *p + span) of row y of the channel read by ch that lie
+   inside the input (span 0: none), for the prefetch. A function that
+   prefetched itself would have no visible effect, and the compiler drops
+   calls to such functions: the caller issues the prefetches. */
+static size_t cp_panel_row_span(const cp_panel_src *src, const cp_panel_channel *ch, int64_t iy0,
+                                size_t y, int64_t ix0, size_t cols, const unsigned char **p) {
+  const unsigned char *row = cp_panel_row_of(src, ch, iy0, y);
+  const int64_t ix = ix0 + ch->p;
+  size_t a, e;
+  if (row == NULL) return 0;
+  cp_panel_columns(src, ix, cols, &a, &e);
+  if (a >= e) return 0;
+  *p = row + (size_t)(ix + (int64_t)(a * (size_t)src->split)) * src->elem_size;
+  return ((e - 1 - a) * (size_t)src->split + 1) * src->elem_size;
+}
+
+void cp_pack_panel_steps(const cp_panel_src *src, int64_t iy0, size_t rows, int64_t ix0,
+                         size_t cols, size_t step0, size_t step1, const cp_panel_layout *layout,
+                         float *panel) {
+  const size_t ld = layout->ld, cs = layout->cs;
+  const size_t steps = (size_t)src->groups * src->group_steps;
+  cp_panel_channel ahead_ch[2] = {{NULL, 0, 0}, {NULL, 0, 0}};
+  size_t ahead_step = SIZE_MAX;
+  for (size_t s = step0; s < step1; s++) {
     float *to = panel + s * cs;
+    const cp_panel_channel lo = cp_panel_channel_of(src, s, 0);
+    const cp_panel_channel hi = src->cpack == 2 ? cp_panel_channel_of(src, s, 1) : lo;
     for (size_t y = 0; y < rows; y++, to += ld) {
       /* The rows are short and far apart, so the hardware prefetchers do not
          follow them: ask for the row ahead_rows rows ahead (measured: the
          pack of the headline case goes from ~10 ms to ~6.5 ms on one core). */
-      const size_t ahead = s * rows + y + src->ahead_rows;
-      const int64_t ay = iy0 + (int64_t)(ahead % rows);
-      if (ahead / rows < steps && span_bytes > 0 && ay >= 0 && ay < src->height) {
-        const unsigned char *p =
-            src->image + ((ahead / rows) * cpack * hw + (size_t)ay * w + (size_t)pa) * es;
-        for (size_t c = 0; c < cpack && (ahead / rows) * cpack + c < cin; c++, p += hw * es) {
-          for (size_t o = 0; o < span_bytes; o += CP_CACHE_LINE) __builtin_prefetch(p + o, 0, 3);
-          __builtin_prefetch(p + span_bytes - 1, 0, 3);
+      const size_t ahead = (s - step0) * rows + y + src->ahead_rows;
+      const size_t t = step0 + ahead / rows;
+      if (t < step1) {
+        if (t != ahead_step)
+          for (size_t h = 0; h < src->cpack; h++) ahead_ch[h] = cp_panel_channel_of(src, t, h);
+        ahead_step = t;
+        for (size_t h = 0; h < src->cpack; h++) {
+          const unsigned char *p = NULL;
+          const size_t span =
+              cp_panel_row_span(src, &ahead_ch[h], iy0, ahead % rows, ix0, cols, &p);
+          for (size_t o = 0; o < span; o += CP_CACHE_LINE) __builtin_prefetch(p + o, 0, 3);
+          if (span > 0) __builtin_prefetch(p + span - 1, 0, 3);
         }
       }
-      cp_pack_panel_row(src, s, iy0 + (int64_t)y, ix0, cols, ld, to);
+      cp_pack_panel_row(src, &lo, &hi, iy0, y, ix0, cols, ld, to);
     }
     memset(to, 0, (cs - rows * ld) * sizeof(float));
   }
   memset(panel + steps * cs, 0, (layout->floats - steps * cs) * sizeof(float));
+}
+
+int cp_has_nonfinite(const float *panel, size_t n, size_t cpack) {
+  const uint32_t *u = (const uint32_t *)(const void *)panel;
+  /* exponent fields all ones: fp32, or the two bf16 halves */
+  const uint32_t mask = cpack == 2 ? 0x7f807f80u : 0x7f800000u;
+  uint32_t any = 0;
+  for (size_t i = 0; i < n; i++) {
+    const uint32_t e = u[i] & mask;
+    any |= (e & 0xffff0000u) == (mask & 0xffff0000u) || (cpack == 2 && (e & 0xffffu) == 0x7f80u);
+  }
+  return any != 0;
+}
+
+void cp_pack_panel(const cp_panel_src *src, int64_t iy0, size_t rows, int64_t ix0, size_t cols,
+                   const cp_panel_layout *layout, float *panel) {
+  cp_pack_panel_steps(src, iy0, rows, ix0, cols, 0, (size_t)src->groups * src->group_steps, layout,
+                      panel);
 }

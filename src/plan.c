@@ -256,6 +256,9 @@ convpool_status cp_plan_shape(const cp_layer *layer, int64_t batch, int64_t heig
   pl->batch = batch, pl->c_in = layer->c_in, pl->c_out = layer->c_out;
   pl->height = height, pl->width = width, pl->k = layer->k;
   pl->pool = layer->pool, pl->stride = layer->stride;
+  pl->conv_stride = layer->conv_stride, pl->dilation = layer->dilation;
+  pl->groups = layer->groups, pl->extent = layer->extent;
+  pl->has_residual = layer->has_residual;
   memcpy(pl->pad, layer->pad, sizeof pl->pad);
   memcpy(pl->pool_pad, layer->pool_pad, sizeof pl->pool_pad);
   pl->act_min = layer->act_min, pl->act_max = layer->act_max, pl->ceil_mode = layer->ceil_mode;
@@ -267,17 +270,21 @@ convpool_status cp_plan_shape(const cp_layer *layer, int64_t batch, int64_t heig
   /* height, width < 2^62 (src bytes) and pads <= 2^24: these sums do not overflow */
   const int64_t padded_h = height + layer->pad[CP_TOP] + layer->pad[CP_BOTTOM];
   const int64_t padded_w = width + layer->pad[CP_LEFT] + layer->pad[CP_RIGHT];
-  if (padded_h < layer->k || padded_w < layer->k) {
+  if (padded_h < layer->extent || padded_w < layer->extent) {
+    char filter[96];
+    if (layer->dilation == 1)
+      snprintf(filter, sizeof filter, "the filter k = %lld", (long long)layer->k);
+    else
+      snprintf(filter, sizeof filter, "the dilated filter k = %lld, dilation = %lld (extent %lld)",
+               (long long)layer->k, (long long)layer->dilation, (long long)layer->extent);
     if (layer->pad[0] == 0 && layer->pad[1] == 0 && layer->pad[2] == 0 && layer->pad[3] == 0)
-      return cp_fail(CONVPOOL_INVALID_ARGUMENT,
-                     "input %lldx%lld is smaller than the filter k = %lld", (long long)height,
-                     (long long)width, (long long)layer->k);
-    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
-                   "padded input %lldx%lld is smaller than the filter k = %lld",
-                   (long long)padded_h, (long long)padded_w, (long long)layer->k);
+      return cp_fail(CONVPOOL_INVALID_ARGUMENT, "input %lldx%lld is smaller than %s",
+                     (long long)height, (long long)width, filter);
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "padded input %lldx%lld is smaller than %s",
+                   (long long)padded_h, (long long)padded_w, filter);
   }
-  pl->oh = padded_h - layer->k + 1;
-  pl->ow = padded_w - layer->k + 1;
+  pl->oh = (padded_h - layer->extent) / layer->conv_stride + 1;
+  pl->ow = (padded_w - layer->extent) / layer->conv_stride + 1;
   pl->ph = cp_pooled_size(pl->oh, layer->pool, layer->stride, layer->pool_pad[CP_TOP],
                           layer->pool_pad[CP_BOTTOM], layer->ceil_mode);
   pl->pw = cp_pooled_size(pl->ow, layer->pool, layer->stride, layer->pool_pad[CP_LEFT],
@@ -293,6 +300,11 @@ convpool_status cp_plan_shape(const cp_layer *layer, int64_t batch, int64_t heig
     return cp_fail(CONVPOOL_INVALID_ARGUMENT,
                    "dst [%lld, %lld, %lld, %lld] has a byte count that overflows", (long long)batch,
                    (long long)layer->c_out, (long long)pl->ph, (long long)pl->pw);
+  if (layer->has_residual &&
+      !cp_tensor_bytes(batch, layer->c_out, pl->oh, pl->ow, pl->elem_size, &pl->residual_bytes))
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
+                   "residual [%lld, %lld, %lld, %lld] has a byte count that overflows",
+                   (long long)batch, (long long)layer->c_out, (long long)pl->oh, (long long)pl->ow);
   return CONVPOOL_SUCCESS;
 }
 
@@ -310,15 +322,18 @@ static convpool_status cp_plan_run(const cp_layer *layer, const cp_algorithm *al
   }
   pl->setup = setup;
   pl->cfg = cp_blocking_for(setup->isa);
-  pl->co_blocks = (layer->c_out + setup->co_block - 1) / setup->co_block;
+  pl->group_co_blocks = (layer->c_out / layer->groups + setup->co_block - 1) / setup->co_block;
+  pl->co_blocks = layer->groups * pl->group_co_blocks;
   pl->threads = threads;
   pl->panel_budget = cpu->l2 / pl->cfg->panel_l2_div;
   pl->buf_budget = cpu->l2 / pl->cfg->buf_l2_div;
   if ((st = cp_choose_blocks(pl, rows_per_item)) != CONVPOOL_SUCCESS) return st;
   if (pl->algo->schedule != NULL && !pl->algo->schedule(pl))
     return cp_fail(CONVPOOL_INVALID_ARGUMENT, "shared workspace size overflows");
-  /* the epilogue's row: column maxima of a window, then the pooled outputs */
-  pl->row_bytes = (size_t)(pl->conv_cols + pl->col_block) * sizeof(float);
+  /* the epilogue's row: column maxima of a window, then the pooled outputs,
+     then a residual row as fp32 */
+  pl->row_bytes =
+      (size_t)((pl->has_residual ? 2 : 1) * pl->conv_cols + pl->col_block) * sizeof(float);
   if (!cp_add(cp_round_up(pl->panel_bytes, CP_CACHE_LINE),
               cp_round_up(pl->buf_bytes, CP_CACHE_LINE), &pl->scratch_bytes) ||
       !cp_add(pl->scratch_bytes, cp_round_up(pl->row_bytes, CP_CACHE_LINE), &pl->scratch_bytes))
@@ -352,6 +367,7 @@ void cp_plan_describe(const cp_plan *pl, convpool_dtype dtype, const char *choic
       "[%lld, %lld, %lld, %lld]\n"
       "padding        conv %lld,%lld,%lld,%lld (top,left,bottom,right); pool window %lld stride "
       "%lld padding %lld,%lld,%lld,%lld\n"
+      "conv           stride %lld, dilation %lld, groups %lld; %s\n"
       "activation     %s\n"
       "pool sizing    %s\n"
       "%s"
@@ -373,7 +389,9 @@ void cp_plan_describe(const cp_plan *pl, convpool_dtype dtype, const char *choic
       (long long)pl->batch, (long long)pl->c_out, (long long)pl->ph, (long long)pl->pw,
       (long long)pl->pad[0], (long long)pl->pad[1], (long long)pl->pad[2], (long long)pl->pad[3],
       (long long)pl->pool, (long long)pl->stride, (long long)pl->pool_pad[0],
-      (long long)pl->pool_pad[1], (long long)pl->pool_pad[2], (long long)pl->pool_pad[3], act,
+      (long long)pl->pool_pad[1], (long long)pl->pool_pad[2], (long long)pl->pool_pad[3],
+      (long long)pl->conv_stride, (long long)pl->dilation, (long long)pl->groups,
+      pl->has_residual ? "a residual added before the activation" : "no residual", act,
       pl->ceil_mode ? "ceil" : "floor", sweep, (long long)pl->items, (long long)pl->batch,
       (long long)pl->row_groups, (long long)pl->col_blocks, (long long)pl->co_groups,
       (long long)pl->co_blocks_per_group, phase, epilogue, pl->threads,

@@ -33,13 +33,18 @@ enum { CP_TOP = 0, CP_LEFT = 1, CP_BOTTOM = 2, CP_RIGHT = 3 };
 /* What an operator computes: the validated convpool_layer, fixed at create. */
 typedef struct cp_layer {
   convpool_dtype dtype;
-  int64_t c_out, c_in, k;
+  int64_t c_out, c_in, k; /* weights [c_out, c_in / groups, k, k] */
+  int64_t conv_stride;    /* conv stride (rows and columns) */
+  int64_t dilation;       /* conv dilation; 1 when k = 1 (the same layer) */
+  int64_t groups;         /* conv groups, dividing c_in and c_out */
+  int64_t extent;         /* of the dilated filter: dilation * (k - 1) + 1 */
   int64_t pad[4];         /* conv zero padding, CP_TOP.. */
   float act_min, act_max; /* activation clamp; -inf, +inf for none */
   int64_t pool, stride;   /* pooling window and its stride */
   int64_t pool_pad[4];    /* -inf padding of the pooling, CP_TOP.. */
   int ceil_mode;
   int has_bias;
+  int has_residual; /* runs add a residual [B, c_out, OH, OW] before the activation */
 } cp_layer;
 
 /* Validate a public layer into a cp_layer (layer.c). */
@@ -64,21 +69,29 @@ typedef struct cp_algo_setup {
 } cp_algo_setup;
 
 typedef struct cp_plan {
-  /* shapes */
+  /* shapes (stride is the pool's; the conv's is conv_stride) */
   convpool_dtype dtype;
   int64_t batch, c_in, c_out, height, width, k, pool, stride;
+  int64_t conv_stride, dilation, groups, extent; /* as in cp_layer */
   int64_t pad[4], pool_pad[4];
   float act_min, act_max; /* activation clamp (-inf, +inf: none) */
   int ceil_mode;
+  int has_residual;
   int64_t oh, ow; /* conv output */
   int64_t ph, pw; /* pooled output */
   size_t elem_size, src_bytes, dst_bytes;
+  size_t residual_bytes; /* [batch, c_out, oh, ow]; 0 without a residual */
   /* the algorithm */
   const struct cp_algorithm *algo;
   const struct cp_algorithm *handed_over; /* auto's choice, when it handed this run to algo */
   const cp_algo_setup *setup;             /* algo's setup (of handed_over when set) */
   const cp_blocking *cfg;                 /* block sizes of the setup's ISA */
-  int64_t co_blocks;                      /* ceil(c_out / setup->co_block) */
+  /* Output channel blocks never cross a conv group: each group's c_out /
+     groups channels are group_co_blocks blocks of setup->co_block (the last
+     one partial), and block cb is block cb % group_co_blocks of group
+     cb / group_co_blocks. */
+  int64_t group_co_blocks; /* ceil(c_out / groups / setup->co_block) */
+  int64_t co_blocks;       /* groups * group_co_blocks */
   /* item size */
   int64_t group;     /* pooled rows per item (the "rows per item") */
   int64_t col_block; /* pooled columns per item */
@@ -127,10 +140,24 @@ void cp_conv_span(int64_t q, int64_t n, int64_t pool, int64_t stride, int64_t pa
 /* The item with index `item` of the plan. */
 cp_item cp_item_of(const cp_plan *pl, int64_t item);
 
+/* The conv group of channel block cb. */
+static inline int64_t cp_block_group(const cp_plan *pl, int64_t cb) {
+  return cb / pl->group_co_blocks;
+}
+
+/* The output channels [*co0, *co0 + *count) of channel block cb. */
+static inline void cp_block_channels(const cp_plan *pl, int64_t cb, size_t *co0, size_t *count) {
+  const size_t mr = (size_t)pl->setup->co_block, per_group = (size_t)(pl->c_out / pl->groups);
+  const size_t first = (size_t)(cb % pl->group_co_blocks) * mr;
+  *co0 = (size_t)cp_block_group(pl, cb) * per_group + first;
+  *count = per_group - first < mr ? per_group - first : mr;
+}
+
 /* The shapes of a run of `layer` on [batch, c_in, height, width] and their
-   byte counts: the fields of pl up to dst_bytes (the rest zero). Refuses,
-   naming the value, a size below 1, a filter larger than the padded input, a
-   pool larger than the conv output and byte counts that overflow. */
+   byte counts: the fields of pl up to residual_bytes (the rest zero).
+   Refuses, naming the value, a size below 1, a dilated filter larger than
+   the padded input, a pool larger than the conv output and byte counts that
+   overflow. */
 convpool_status cp_plan_shape(const cp_layer *layer, int64_t batch, int64_t height, int64_t width,
                               cp_plan *pl);
 

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The CLI: dumps are reproducible, --load-dir reproduces a dump's out.bin,
 # the timing line is printed, the layer flags (padding, activation, pool
-# stride and padding, ceil mode) reach the library, the dump's meta.json and
+# stride and padding, ceil mode; conv stride, dilation, groups and a
+# residual) reach the library, the dump's meta.json and
 # --show-tiling, and their dumps match an independent Python reference (the
 # standard library only; skipped without /usr/bin/python3), and every bad
 # input gives one line on stderr and exit code 2 without leaving an out.bin
@@ -30,7 +31,8 @@ cmp -s "$tmp/a/out.bin" "$tmp/c/out.bin" || { echo "load-dir out.bin differs fro
 # ---- the layer flags ----
 # reference DIR: out.bin of the dump in DIR against a float64 recomputation
 # from its meta.json (padding, activation, pool_stride, pool_padding,
-# ceil_mode read here independently of cli/meta.c) and its tensors.
+# ceil_mode, stride, dilation, groups, residual read here independently of
+# cli/meta.c) and its tensors.
 reference() {
   /usr/bin/python3 - "$1" <<'PY'
 import json, struct, sys
@@ -47,6 +49,8 @@ pt, pl, pb, pr = m.get("padding", [0, 0, 0, 0])
 qt, ql, qb, qr = m.get("pool_padding", [0, 0, 0, 0])
 S = m.get("pool_stride", P)
 ceil = m.get("ceil_mode", False)
+CS, D, G = m.get("stride", 1), m.get("dilation", 1), m.get("groups", 1)
+CG, OG = C // G, O // G  # input and output channels per group
 act = m.get("activation", "none")
 lo, hi = float("-inf"), float("inf")
 if act == "relu":
@@ -58,7 +62,8 @@ elif isinstance(act, dict):
 x, w = load("x.bin"), load("w.bin")
 b = load("bias.bin") if m["bias"] else [0.0] * O
 out = load("out.bin")
-OH, OW = H + pt + pb - K + 1, W + pl + pr - K + 1
+OH, OW = (H + pt + pb - D * (K - 1) - 1) // CS + 1, (W + pl + pr - D * (K - 1) - 1) // CS + 1
+res = load("residual.bin") if m.get("residual", False) else None
 def pooled(n, q0, q1):  # torch's rule (aten's pooling_output_shape)
     k = (n + q0 + q1 - P + (S - 1 if ceil else 0)) // S + 1
     if ceil and (k - 1) * S >= n + q0:
@@ -74,20 +79,22 @@ for n in range(B):
         for i in range(OH):
             for j in range(OW):
                 s = a = 0.0
-                for c in range(C):
+                for cg in range(CG):
+                    c = o // OG * CG + cg  # the group's input channel
                     for u in range(K):
-                        yy = i + u - pt
+                        yy = i * CS + u * D - pt
                         if yy < 0 or yy >= H:
                             continue
-                        xrow, wrow = ((n * C + c) * H + yy) * W, ((o * C + c) * K + u) * K
+                        xrow, wrow = ((n * C + c) * H + yy) * W, ((o * CG + cg) * K + u) * K
                         for v in range(K):
-                            xx = j + v - pl
+                            xx = j * CS + v * D - pl
                             if 0 <= xx < W:
                                 p = x[xrow + xx] * w[wrow + v]
                                 s += p
                                 a += abs(p)
-                conv[i, j] = min(max(s + b[o], lo), hi)
-                mag[i, j] = a + abs(b[o])
+                r = res[((n * O + o) * OH + i) * OW + j] if res else 0.0
+                conv[i, j] = min(max(s + b[o] + r, lo), hi)
+                mag[i, j] = a + abs(b[o]) + abs(r)
         for r in range(PH):
             for q in range(PW):
                 cells = [(i, j) for i in range(r * S - qt, r * S - qt + P)
@@ -122,6 +129,26 @@ layerpart="--height 4 --width 5 --pool 3 --pool-stride 2 --ceil-mode"
 "$cli" $small $layeronnx --dump-dir "$tmp/lonnx" >/dev/null || { echo "layer dump (pool padding P - 1) failed"; fail=1; }
 # shellcheck disable=SC2086
 "$cli" $small $layerpart --dump-dir "$tmp/lpart" >/dev/null || { echo "layer dump (partial window) failed"; fail=1; }
+# conv stride 2 with two groups and a residual (float32); a dilated
+# depthwise conv with channel multiplier 2 and a residual (float16)
+conv32="--in-channels 6 --out-channels 8 --stride 2 --groups 2 --residual --padding 1 --activation relu --pool 3 --pool-stride 2 --pool-padding 1"
+conv16="--dtype float16 --in-channels 4 --out-channels 8 --groups 4 --dilation 2 --padding 2,1,2,1 --residual --pool 2"
+# shellcheck disable=SC2086
+"$cli" $small $conv32 --show-tiling --dump-dir "$tmp/c32" >"$tmp/c32.out" || { echo "conv dump (float32) failed"; fail=1; }
+# shellcheck disable=SC2086
+"$cli" $small $conv16 --dump-dir "$tmp/c16" >/dev/null || { echo "conv dump (float16) failed"; fail=1; }
+for want in 'conv           stride 2, dilation 1, groups 2; a residual added before the activation' \
+  'shape          src \[2, 6, 19, 23\] float32 -> conv 10x12 -> pool 3 -> dst \[2, 8, 5, 6\]'; do
+  grep -q "^$want\$" "$tmp/c32.out" || { echo "--show-tiling lacks '$want'"; fail=1; }
+done
+for want in '"stride": 2,' '"dilation": 1,' '"groups": 2,' '"residual": true'; do
+  grep -q "^  $want\$" "$tmp/c32/meta.json" || { echo "meta.json lacks $want"; fail=1; }
+done
+[ "$(stat -c %s "$tmp/c32/residual.bin")" -eq $((2 * 8 * 10 * 12 * 4)) ] || { echo "residual.bin (float32) has the wrong size"; fail=1; }
+[ "$(stat -c %s "$tmp/c32/w.bin")" -eq $((8 * 3 * 3 * 3 * 4)) ] || { echo "grouped w.bin (float32) has the wrong size"; fail=1; }
+[ "$(stat -c %s "$tmp/c16/residual.bin")" -eq $((2 * 8 * 19 * 21 * 2)) ] || { echo "residual.bin (float16) has the wrong size"; fail=1; }
+[ ! -e "$tmp/l32/residual.bin" ] || { echo "a dump without --residual wrote residual.bin"; fail=1; }
+grep -q '^  "residual": false$' "$tmp/l32/meta.json" || { echo "meta.json lacks \"residual\": false"; fail=1; }
 for want in 'padding        conv 2,0,1,3 (top,left,bottom,right); pool window 3 stride 2 padding 1,0,1,1' \
   'shape          src \[2, 5, 19, 23\] float32 -> conv 20x24 -> pool 3 -> dst \[2, 7, 11, 12\]' \
   'activation     clamp \[4, 12.5\]' 'pool sizing    ceil'; do
@@ -129,7 +156,7 @@ for want in 'padding        conv 2,0,1,3 (top,left,bottom,right); pool window 3 
 done
 # The dump's meta.json has the layer keys, written as documented.
 for want in '"padding": \[2, 0, 1, 3\],' '"activation": {"clamp": \[4, 12.5\]},' '"pool_stride": 2,' \
-  '"pool_padding": \[1, 0, 1, 1\],' '"ceil_mode": true'; do
+  '"pool_padding": \[1, 0, 1, 1\],' '"ceil_mode": true,'; do
   grep -q "^  $want\$" "$tmp/l32/meta.json" || { echo "meta.json lacks $want"; fail=1; }
 done
 grep -q '^  "activation": {"clamp": \[0, 6\]},$' "$tmp/l16/meta.json" || { echo "relu6 is not written as clamp [0, 6]"; fail=1; }
@@ -140,19 +167,38 @@ grep -q '^  "activation": {"clamp": \[0, 6\]},$' "$tmp/l16/meta.json" || { echo 
 # The dumps are checked against the reference above (independent of
 # scripts/check_conv.py and the binding), and reloaded with --load-dir.
 if [ -x /usr/bin/python3 ]; then
-  for d in l32 l16 lonnx lpart; do
+  for d in l32 l16 lonnx lpart c32 c16; do
     reference "$tmp/$d" || { echo "$d: out.bin differs from the reference"; fail=1; }
   done
 else
   echo "skipped: the Python reference of the layer dumps (/usr/bin/python3 is not available)"
 fi
-for d in l32 l16 lonnx lpart; do
+for d in l32 l16 lonnx lpart c32 c16; do
   mkdir "$tmp/$d-load"
-  for f in meta.json x.bin w.bin bias.bin; do [ ! -e "$tmp/$d/$f" ] || cp "$tmp/$d/$f" "$tmp/$d-load/"; done
+  for f in meta.json x.bin w.bin bias.bin residual.bin; do [ ! -e "$tmp/$d/$f" ] || cp "$tmp/$d/$f" "$tmp/$d-load/"; done
   "$cli" --load-dir "$tmp/$d-load" >/dev/null || { echo "$d: load-dir failed"; fail=1; }
   cmp -s "$tmp/$d/out.bin" "$tmp/$d-load/out.bin" || { echo "$d: load-dir out.bin differs from the dump"; fail=1; }
 done
-for flag in --padding --activation --pool-stride --pool-padding --ceil-mode relu6 clamp:MIN,MAX; do
+# A meta.json without the conv keys (as earlier versions wrote it) loads as
+# stride, dilation and groups 1 without a residual: l32's dump again.
+mkdir "$tmp/l32-old"
+cp "$tmp/l32/x.bin" "$tmp/l32/w.bin" "$tmp/l32/bias.bin" "$tmp/l32-old/"
+sed -e '/^  "\(stride\|dilation\|groups\|residual\)": /d' -e 's/^  "ceil_mode": \(true\|false\),$/  "ceil_mode": \1/' \
+  "$tmp/l32/meta.json" >"$tmp/l32-old/meta.json"
+if grep -q '"residual"' "$tmp/l32-old/meta.json"; then
+  echo "the old-style meta.json still has the conv keys"; fail=1
+fi
+"$cli" --load-dir "$tmp/l32-old" >/dev/null || { echo "old-style meta.json: load-dir failed"; fail=1; }
+cmp -s "$tmp/l32/out.bin" "$tmp/l32-old/out.bin" || { echo "old-style meta.json: out.bin differs"; fail=1; }
+# "residual": true without residual.bin is refused, naming the file.
+mkdir "$tmp/c32-nores"
+cp "$tmp/c32/meta.json" "$tmp/c32/x.bin" "$tmp/c32/w.bin" "$tmp/c32/bias.bin" "$tmp/c32-nores/"
+if "$cli" --load-dir "$tmp/c32-nores" >/dev/null 2>"$tmp/err" || ! grep -q "residual.bin" "$tmp/err"; then
+  echo "a missing residual.bin: $(cat "$tmp/err")"; fail=1
+fi
+[ ! -e "$tmp/c32-nores/out.bin" ] || { echo "a failed --load-dir (no residual.bin) left out.bin"; fail=1; }
+for flag in --padding --activation --pool-stride --pool-padding --ceil-mode relu6 clamp:MIN,MAX \
+  --stride --dilation --groups --residual; do
   "$cli" --help | grep -q -- "$flag" || { echo "--help does not mention $flag"; fail=1; }
 done
 # --help lists the library's algorithms: the names its refusal of an unknown
@@ -298,6 +344,19 @@ done <<LIST
 --padding 1 --height 10 --width 10 --pool 11|pool = 11 is larger than the conv output 10x10
 --height 10 --width 10 --pool 11 --pool-stride 2 --ceil-mode|pool = 11 is larger than the conv output 8x8
 --height 4 --width 4 --filter 7 --padding 1|padded input 6x6 is smaller than the filter k = 7
+--stride 0|--stride = 0 must be in 1..1099511627776
+--stride 16777217|conv stride = 16777217 must be in 1..16777216
+--stride x|--stride = 'x' is not an integer
+--dilation 0|--dilation = 0 must be in 1..
+--dilation 16777217|conv dilation = 16777217 must be in 1..16777216
+--dilation 10|smaller than the dilated filter k = 3, dilation = 10 (extent 21)
+--groups 0|--groups = 0 must be in 1..
+--groups 5|conv groups = 5 must be >= 1 and divide c_in = 5 and c_out = 7
+--groups 2|conv groups = 2 must be >= 1 and divide c_in = 5 and c_out = 7
+--impl winograd --stride 2|stride = 2
+--impl winograd --in-channels 7 --groups 7|groups = 7
+--impl sr --dilation 2|dilation = 2
+--residual=1|unknown option '--residual=1'
 --ceil-mode=1|unknown option '--ceil-mode=1'
 LIST
 

@@ -47,7 +47,10 @@ static void check_row(const cp_epilogue *vec, size_t pool, size_t n, tu_rng *rng
     src[i] = special(rng, vec->params.min, vec->params.max);
   const float bias_value = (float)(4.0 * tu_uniform(rng) - 2.0);
   const float *bias = tu_uniform(rng) < 0.5 ? &bias_value : NULL;
-  cp_pool_row a = {src, ld, pool, cols, 0, n, tmp_a}, b = {src, ld, pool, cols, 0, n, tmp_b};
+  cp_pool_row a = {
+      .src = src, .ld = ld, .rows = pool, .cols = cols, .off = 0, .n = n, .tmp = tmp_a};
+  cp_pool_row b = a;
+  b.tmp = tmp_b;
   memset(want, 0xa5, sizeof want);
   memset(got, 0xa5, sizeof got);
   cp_epilogue_row_portable(&vec->params, &a, bias, want);

@@ -18,8 +18,11 @@ the set has layer cases (about a dozen per dtype, small shapes): conv padding
 equal and unequal, each activation (relu, relu6, a clamp), pool stride below
 and above the window, pool padding, ceil sizing with a last window dropped,
 ONNX's pool padding up to P - 1, a window larger than the conv output with
-ceil sizing (torch's one partial window), NaN/Inf through all of it; their names carry the parameters ("pad1 relu
-stride2 ppad1 ceil").
+ceil sizing (torch's one partial window), NaN/Inf through all of it; conv
+stride, dilation and groups (the ResNet stem, a 1x1 of stride 2, depthwise of
+stride 1 and 2) and a residual input (NaN/Inf in it too); their names carry
+the parameters ("pad1 relu stride2 ppad1 ceil", "cstride2 g4 residual"). An
+algorithm that does not compute a case must decline it, naming the value.
 Every case is checked against two float64 references (NumPy and torch, see
 tests/support/reference.py) computed on the exact input values (for
 bfloat16: the decoded bit patterns). The references must agree with each
@@ -91,9 +94,13 @@ class Case:
     tie_inputs).
     criterion: "allclose", "bound" or "relative" (see reference.judge).
     impl: the algorithm (one of convpool.impls()); not part of the data key.
-    padding, activation, pool_stride, pool_padding, ceil_mode: the layer
-    keywords of convpool.conv2d_maxpool (their defaults: the original layer);
-    not part of the data key either (the references are cached per spec).
+    padding, activation, pool_stride, pool_padding, ceil_mode, stride,
+    dilation: the layer keywords of convpool.conv2d_maxpool (their defaults:
+    the original layer); not part of the data key either (the references are
+    cached per spec). groups: the conv groups (w is [c_out, c_in / groups, k,
+    k]: part of the data key). residual: the case adds a residual (drawn per
+    case with the conv output's shape; with "nonfinite" data it holds NaN and
+    infinities too).
     """
     label: str
     dtype: str
@@ -113,6 +120,10 @@ class Case:
     pool_stride: object = None
     pool_padding: object = 0
     ceil_mode: bool = False
+    stride: int = 1
+    dilation: int = 1
+    groups: int = 1
+    residual: bool = False
 
     @property
     def spec(self):
@@ -120,26 +131,43 @@ class Case:
         return convpool.LayerSpec.make(pool=self.pool, padding=self.padding,
                                        activation=self.activation,
                                        pool_stride=self.pool_stride,
-                                       pool_padding=self.pool_padding, ceil_mode=self.ceil_mode)
+                                       pool_padding=self.pool_padding, ceil_mode=self.ceil_mode,
+                                       stride=self.stride, dilation=self.dilation,
+                                       groups=self.groups)
 
     @property
     def name(self):
         extra = self.spec.describe()
         return (f"{self.dtype} {self.impl} {self.label}: b{self.batch} {self.c_in}->{self.c_out} "
                 f"{self.height}x{self.width} k{self.k} pool{self.pool} "
-                f"{extra + ' ' if extra else ''}"
+                f"{extra + ' ' if extra else ''}{'residual ' if self.residual else ''}"
                 f"{'bias' if self.bias else 'nobias'} {self.data}")
 
     @property
     def data_key(self):
         """Cases with the same key share x, w and bias (and so the references)."""
         return (self.dtype, self.batch, self.c_in, self.c_out, self.height, self.width,
-                self.k, self.data)
+                self.k, self.data, self.groups)
 
     @property
     def flops(self):
         oh, ow, _, _ = self.spec.output_size(self.height, self.width, self.k)
-        return 2.0 * self.batch * self.c_out * oh * ow * self.c_in * self.k * self.k
+        return (2.0 * self.batch * self.c_out * oh * ow * (self.c_in // self.groups)
+                * self.k * self.k)
+
+    def declined_for(self):
+        """The value the case's algorithm must decline, naming it, or None: Winograd
+        computes k = 3 with conv stride, dilation and groups 1; shift-reduce declines
+        dilation."""
+        dilation = self.dilation if self.k > 1 else 1
+        if self.impl == "winograd":
+            for value, name in ((self.k, "k"), (self.stride, "stride"), (dilation, "dilation"),
+                                (self.groups, "groups")):
+                if value != (3 if name == "k" else 1):
+                    return f"{name} = {value}"
+        if self.impl == "sr" and dilation != 1:
+            return f"dilation = {dilation}"
+        return None
 
 
 # --------------------------------------------------------------------------
@@ -236,6 +264,19 @@ def layer_cases(dtype):
         layer("NaN/Inf through pads, relu, pool pads", 2, 16, 16, 12, 12, 3, 3,
               data="nonfinite", padding=1, activation="relu", pool_stride=2, pool_padding=1,
               ceil_mode=True),
+        # conv stride, dilation, groups and a residual
+        layer("ResNet stem", 1, 3, 16, 30, 29, 7, 3, stride=2, padding=3, activation="relu",
+              pool_stride=2, pool_padding=1),
+        layer("stride 2, residual", 2, 16, 24, 14, 13, 3, stride=2, padding=1,
+              activation="relu", residual=True),
+        layer("1x1 stride 2", 1, 16, 32, 14, 15, 1, stride=2),
+        layer("dilation 2", 1, 8, 16, 15, 14, 3, 2, dilation=2, padding=2, activation="relu"),
+        layer("4 groups", 2, 16, 16, 12, 11, 3, 2, groups=4, padding=1),
+        layer("depthwise stride 2", 1, 24, 24, 17, 16, 3, groups=24, stride=2, padding=1,
+              activation="relu6"),
+        layer("depthwise x2, residual", 2, 8, 16, 12, 12, 3, groups=8, padding=1, residual=True),
+        layer("NaN/Inf, stride 2, residual", 2, 16, 16, 12, 12, 3, 2, data="nonfinite",
+              stride=2, padding=1, activation="relu", residual=True),
     ]
 
 
@@ -266,12 +307,13 @@ class Inputs:
 
 @dataclass
 class ReferenceCheck:
-    """The references of one (inputs, bias, pool), shared by the algorithms."""
+    """The references of one (inputs, bias, pool, residual), shared by the algorithms."""
     agree: bool
     message: str
     expected: np.ndarray          # float64 NumPy result
     scale: np.ndarray             # error scale S per output
     seconds: float
+    residual: object = None       # the case's residual in its dtype, or None
     torch_bf16: object = None     # bfloat16: torch's bfloat16 result (float64), or the
     #                               text of the exception that prevented it
     uses: int = 0                 # cases judged against it so far
@@ -297,23 +339,25 @@ class InputCache:
         return self.value
 
     def check(self, case):
-        """The ReferenceCheck of a case (computed once per bias and layer spec)."""
+        """The ReferenceCheck of a case (computed once per bias, layer spec and residual)."""
         inputs = self.get(case)
         spec = case.spec
-        key = (case.bias, spec)
+        key = (case.bias, spec, case.residual)
         if key not in self.checks:
             bias64 = inputs.b64 if case.bias else None
+            residual = make_residual(case, self.seed) if case.residual else None
+            r64 = ref_mod.to_float64(residual, case.dtype)
             t0 = time.perf_counter()
-            agree, message, expected = inputs.reference.compare_references(bias64, spec)
-            scale = inputs.reference.error_scale(bias64, spec)
+            agree, message, expected = inputs.reference.compare_references(bias64, spec, r64)
+            scale = inputs.reference.error_scale(bias64, spec, r64)
             torch_bf16 = None
             if case.dtype == "bfloat16":
                 try:
-                    torch_bf16 = inputs.reference.torch_bfloat16_result(bias64, spec)
+                    torch_bf16 = inputs.reference.torch_bfloat16_result(bias64, spec, r64)
                 except (RuntimeError, ValueError) as exc:   # e.g. no bf16 conv in this torch
                     torch_bf16 = f"{type(exc).__name__}: {exc}"
             self.checks[key] = ReferenceCheck(agree, message, expected, scale,
-                                              time.perf_counter() - t0, torch_bf16)
+                                              time.perf_counter() - t0, residual, torch_bf16)
         self.checks[key].uses += 1
         return self.checks[key]
 
@@ -367,7 +411,7 @@ def make_inputs(case, seed):
         return check_bf16_normal(case, tuple(ref_mod.from_float32(a, case.dtype)
                                              for a in tie_inputs(case, rng)))
     xs = (case.batch, case.c_in, case.height, case.width)
-    ws = (case.c_out, case.c_in, case.k, case.k)
+    ws = (case.c_out, case.c_in // case.groups, case.k, case.k)
     if case.data == "unit":
         x = rng.random(xs, dtype=np.float32)
         w = rng.random(ws, dtype=np.float32)
@@ -394,10 +438,24 @@ def make_inputs(case, seed):
                                          for a in (x, w, b)))
 
 
+def make_residual(case, seed):
+    """A case's residual [batch, c_out, OH, OW] in its dtype: signed uniform, drawn like the
+    inputs; "nonfinite" data puts NaN, +inf and -inf in it too."""
+    oh, ow, _, _ = case.spec.output_size(case.height, case.width, case.k)
+    key = repr((case.data_key, case.spec, "residual")).encode()
+    rng = np.random.default_rng([seed, zlib.crc32(key)])
+    r = rng.random((case.batch, case.c_out, oh, ow), dtype=np.float32) * 2 - 1
+    if case.data == "nonfinite":
+        flat = r.reshape(-1)
+        for i, value in enumerate((np.nan, np.inf, -np.inf, np.inf)):
+            flat[(i * 7919 + 13) % flat.size] = value
+    return check_bf16_normal(case, (ref_mod.from_float32(r, case.dtype),))[0]
+
+
 def check_bf16_normal(case, arrays):
     """arrays (x, w, bias) unchanged; ValueError if bfloat16 data holds a subnormal."""
     if case.dtype == "bfloat16":
-        for name, bits in zip(("x", "w", "bias"), arrays):
+        for name, bits in zip(("x", "w", "bias") if len(arrays) == 3 else ("residual",), arrays):
             count = bf16_subnormal_count(bits)
             if count:
                 raise ValueError(f"the generated {name} has {count} bfloat16 subnormals; "
@@ -416,13 +474,13 @@ def sentinel_buffer(dtype, n):
     return buf, bits
 
 
-def run_guarded(op, x):
+def run_guarded(op, x, residual=None):
     """Run op into a sentinel-filled buffer; returns (out, problems)."""
     shape = op.output_shape(x.shape)
     n = int(np.prod(shape))
     buf, (utype, pattern) = sentinel_buffer(op.dtype_name, n)
     out = buf[GUARD:GUARD + n].reshape(shape)
-    op(x, out=out)
+    op(x, out=out, residual=residual)
     problems = []
     words = buf.view(utype)
     if (words[:GUARD] != pattern).any() or (words[GUARD + n:] != pattern).any():
@@ -502,16 +560,19 @@ def run_case(case, args, inputs, tally, usable_cpus):
 
     problems = []
     layer = case.spec.kwargs()
-    if case.impl == "winograd" and w.shape[2] != 3:  # it computes 3x3 filters only
+    residual = check.residual
+    declined = case.declined_for()
+    if declined is not None:   # Winograd: 3x3, stride, dilation, groups 1; sr: no dilation
         try:
             with convpool.Operator(w, bias, dtype=case.dtype, impl=case.impl, **layer):
                 pass
         except convpool.UnsupportedError as exc:
-            tally.report(f"k = {w.shape[2]}" in str(exc), case.name,
-                         f"declined as documented: {exc}")
+            tally.report(declined in str(exc), case.name,
+                         f"declined as documented ({declined}): {exc}")
             return
-        tally.report(False, case.name, "winograd accepted a filter that is not 3x3")
+        tally.report(False, case.name, f"{case.impl} accepted a layer with {declined}")
         return
+    layer["residual"] = case.residual
     with convpool.Operator(w, bias, dtype=case.dtype, threads=args.threads,
                            impl=case.impl, **layer) as op:
         algorithm, plan_text = plan_algorithm(op, x.shape)
@@ -521,12 +582,14 @@ def run_case(case, args, inputs, tally, usable_cpus):
         if not algorithm_ok:
             problems.append(algorithm_text)
         t0 = time.perf_counter()
-        ours, guard_problems = run_guarded(op, x)
+        ours, guard_problems = run_guarded(op, x, residual)
         t_ours = time.perf_counter() - t0
         problems += guard_problems
 
+    layer["residual"] = residual
     one_shot = convpool.conv2d_maxpool(x, w, bias, threads=args.threads,
                                        impl=case.impl, dtype=case.dtype, **layer)
+    layer["residual"] = case.residual
     if not same_bytes(one_shot, ours):
         problems.append("one-shot call differs from the Operator: "
                         + first_difference(one_shot, ours, case.dtype))
@@ -536,7 +599,7 @@ def run_case(case, args, inputs, tally, usable_cpus):
         for threads in range(1, 2 * usable_cpus + 1):
             with convpool.Operator(w, bias, dtype=case.dtype, threads=threads,
                                    impl=case.impl, **layer) as op:
-                result = op(x)
+                result = op(x, residual=residual)
             swept.append(threads)
             if not same_bytes(result, ours):
                 problems.append(f"threads={threads} differs from the default: "

@@ -1,7 +1,10 @@
 /*
  * The layer against the scalar reference over a grid of shapes, dtypes, pools
- * and data; byte-identical results across thread counts and runs; NaN and Inf
- * propagation. Run it under CONVPOOL_ISA=avx512|avx2|scalar to cover each path.
+ * and data; conv stride, dilation, groups (depthwise included) and a
+ * residual; byte-identical results across thread counts and runs; NaN and
+ * Inf propagation. Run it under CONVPOOL_ISA=avx512|avx2|scalar to cover each
+ * path. An algorithm that does not compute a layer must decline it, naming
+ * the value.
  */
 #include <math.h>
 #include <stdio.h>
@@ -61,10 +64,12 @@ typedef struct tensors {
   size_t x_n, w_n, y_n, y_bytes;
 } tensors;
 
-static void make_tensors(const layer_case *c, uint64_t seed, tensors *t) {
+/* The tensors of a case whose conv has `groups` groups (weights
+   [c_out, c_in / groups, k, k]). */
+static void make_group_tensors(const layer_case *c, int64_t groups, uint64_t seed, tensors *t) {
   size_t es = convpool_dtype_size(c->dtype);
   t->x_n = (size_t)(c->batch * c->c_in * c->height * c->width);
-  t->w_n = (size_t)(c->c_out * c->c_in * c->k * c->k);
+  t->w_n = (size_t)(c->c_out * (c->c_in / groups) * c->k * c->k);
   int64_t ph = (c->height - c->k + 1) / c->pool, pw = (c->width - c->k + 1) / c->pool;
   t->y_n = (size_t)(c->batch * c->c_out * ph * pw);
   t->y_bytes = t->y_n * es;
@@ -76,6 +81,10 @@ static void make_tensors(const layer_case *c, uint64_t seed, tensors *t) {
   if (t->bias) fill_tensor(t->bias, (size_t)c->c_out, c->dtype, seed * 3 + 3, 1);
 }
 
+static void make_tensors(const layer_case *c, uint64_t seed, tensors *t) {
+  make_group_tensors(c, 1, seed, t);
+}
+
 static void free_tensors(tensors *t) {
   free(t->x);
   free(t->w);
@@ -84,25 +93,62 @@ static void free_tensors(tensors *t) {
 
 static convpool_algo g_algo = CONVPOOL_ALGO_AUTO;
 
-/* Winograd computes k = 3 only. For another k: 1 if it declines as it must
-   (UNSUPPORTED, naming k; the case counts as passed), -1 if it does not; 0
-   when the case is to be run. */
-static int declined_by_winograd(int64_t k) {
-  if (g_algo != CONVPOOL_ALGO_WINOGRAD || k == 3) return 0;
+/* What the algorithm under test must decline, and the value its message
+   must name (into want): Winograd computes k = 3 with stride, dilation and
+   groups 1; shift-reduce declines dilation (k > 1); im2col computes every
+   layer. 0 when it computes the layer. */
+static int must_decline(const convpool_layer *l, char *want, size_t capacity) {
+  const long long dilation = l->k == 1 ? 1 : (long long)l->dilation;
+  if (g_algo == CONVPOOL_ALGO_WINOGRAD) {
+    if (l->k != 3)
+      snprintf(want, capacity, "k = %lld", (long long)l->k);
+    else if (l->stride != 1)
+      snprintf(want, capacity, "stride = %lld", (long long)l->stride);
+    else if (dilation != 1)
+      snprintf(want, capacity, "dilation = %lld", dilation);
+    else if (l->groups != 1)
+      snprintf(want, capacity, "groups = %lld", (long long)l->groups);
+    else
+      return 0;
+    return 1;
+  }
+  if (g_algo == CONVPOOL_ALGO_SHIFT_REDUCE && dilation != 1) {
+    snprintf(want, capacity, "dilation = %lld", dilation);
+    return 1;
+  }
+  return 0;
+}
+
+/* For a layer the algorithm must decline: 1 if it declines as it must
+   (UNSUPPORTED at create, naming the value; the case counts as passed), -1
+   if it does not; 0 when the case is to be run. */
+static int check_decline(const convpool_layer *l) {
+  char want[64];
+  if (!must_decline(l, want, sizeof want)) return 0;
   convpool_options o;
   convpool_options_init(&o);
   o.algo = g_algo;
-  float *w = tu_xmalloc((size_t)(k * k) * sizeof(float));
-  memset(w, 0, (size_t)(k * k) * sizeof(float));
+  const size_t w_n = (size_t)(l->c_out * (l->c_in / l->groups) * l->k * l->k);
+  float *w = tu_xmalloc(w_n * sizeof(float));
+  memset(w, 0, w_n * sizeof(float));
+  convpool_layer f32 = *l;
+  f32.dtype = CONVPOOL_FLOAT32;
   convpool_op *op = NULL;
-  convpool_status st = convpool_op_create(CONVPOOL_FLOAT32, w, NULL, 1, 1, k, 1, &o, &op);
+  convpool_status st = convpool_op_create_layer(&f32, w, NULL, &o, &op);
   free(w);
-  if (st == CONVPOOL_UNSUPPORTED && op == NULL && strstr(convpool_last_error(), "k = ") != NULL)
+  if (st == CONVPOOL_UNSUPPORTED && op == NULL && strstr(convpool_last_error(), want) != NULL)
     return 1;
-  printf("winograd with k = %lld: %s (%s), want unsupported naming k\n", (long long)k,
+  printf("%s with %s: %s (%s), want unsupported naming it\n", convpool_algo_name(g_algo), want,
          convpool_status_string(st), convpool_last_error());
   convpool_op_destroy(op);
   return -1;
+}
+
+/* check_decline() for the plain layer of filter k. */
+static int declined_k(int64_t k) {
+  convpool_layer l;
+  convpool_layer_init(&l, CONVPOOL_FLOAT32, 1, 1, k, 1);
+  return check_decline(&l);
 }
 
 static int run(const layer_case *c, const tensors *t, int threads, void *y) {
@@ -129,7 +175,7 @@ static void describe(const layer_case *c, char *s, size_t n) {
 
 /* Compare against the reference; returns 1 if every element is acceptable. */
 static int check_case(const layer_case *c, uint64_t seed, int threads) {
-  const int declined = declined_by_winograd(c->k);
+  const int declined = declined_k(c->k);
   if (declined) return declined > 0;
   tensors t;
   make_tensors(c, seed, &t);
@@ -160,7 +206,7 @@ static int check_case(const layer_case *c, uint64_t seed, int threads) {
 
 /* Same bytes for every thread count and for a repeated run. */
 static int check_determinism(const layer_case *c, uint64_t seed) {
-  const int declined = declined_by_winograd(c->k);
+  const int declined = declined_k(c->k);
   if (declined) return declined > 0;
   tensors t;
   make_tensors(c, seed, &t);
@@ -225,36 +271,52 @@ static int check_nonfinite(convpool_dtype dtype) {
 static void describe_layer(const convpool_layer *l, int64_t batch, int64_t h, int64_t w, char *s,
                            size_t n) {
   snprintf(s, n,
-           "%s B=%lld Cin=%lld Cout=%lld %lldx%lld k=%lld pad=%lld,%lld,%lld,%lld act=%d[%g,%g] "
-           "pool=%lld/%lld ppad=%lld,%lld,%lld,%lld ceil=%d",
+           "%s B=%lld Cin=%lld Cout=%lld %lldx%lld k=%lld stride=%lld dil=%lld groups=%lld res=%d "
+           "pad=%lld,%lld,%lld,%lld act=%d[%g,%g] pool=%lld/%lld ppad=%lld,%lld,%lld,%lld ceil=%d",
            convpool_dtype_name(l->dtype), (long long)batch, (long long)l->c_in, (long long)l->c_out,
-           (long long)h, (long long)w, (long long)l->k, (long long)l->padding[0],
-           (long long)l->padding[1], (long long)l->padding[2], (long long)l->padding[3],
-           (int)l->activation, (double)l->clamp_min, (double)l->clamp_max, (long long)l->pool,
-           (long long)l->pool_stride, (long long)l->pool_padding[0], (long long)l->pool_padding[1],
-           (long long)l->pool_padding[2], (long long)l->pool_padding[3], l->ceil_mode);
+           (long long)h, (long long)w, (long long)l->k, (long long)l->stride,
+           (long long)l->dilation, (long long)l->groups, (int)l->has_residual,
+           (long long)l->padding[0], (long long)l->padding[1], (long long)l->padding[2],
+           (long long)l->padding[3], (int)l->activation, (double)l->clamp_min, (double)l->clamp_max,
+           (long long)l->pool, (long long)l->pool_stride, (long long)l->pool_padding[0],
+           (long long)l->pool_padding[1], (long long)l->pool_padding[2],
+           (long long)l->pool_padding[3], l->ceil_mode);
 }
 
-/* One layer against the reference, at 1 and 3 threads (same bytes). */
-static int check_layer(const convpool_layer *l, int64_t batch, int64_t h, int64_t w, int bias,
-                       uint64_t seed, const float *special_bias) {
-  const int declined = declined_by_winograd(l->k);
+/* One layer against the reference, at 1 and 3 threads (same bytes); the
+   specials (NaN, +inf, -inf) of special_bias in the bias, those of
+   special_input scattered over x and the residual. */
+static int check_layer_values(const convpool_layer *l, int64_t batch, int64_t h, int64_t w,
+                              int bias, uint64_t seed, const float *special_bias,
+                              const float *special_input) {
+  const int declined = check_decline(l);
   if (declined) return declined > 0;
   layer_case c = {l->dtype, batch, l->c_in, l->c_out, h, w, l->k, l->pool, bias, (int)(seed & 1)};
   tensors t;
-  make_tensors(&c, seed, &t);
+  make_group_tensors(&c, l->groups, seed, &t);
   if (special_bias != NULL && t.bias != NULL) {
     for (int64_t co = 0; co < l->c_out; co++) {
       const float v = special_bias[co % 3];
       tu_set(l->dtype, t.bias, co, v);
     }
   }
-  int64_t ph, pw;
+  if (special_input != NULL) /* sparse: most windows stay finite */
+    for (size_t i = 7; i < t.x_n; i += 53) tu_set(l->dtype, t.x, i, special_input[i % 3]);
+  int64_t ph, pw, oh, ow;
   cp_reference_shape(l, h, w, &ph, &pw);
+  cp_reference_conv_shape(l, h, w, &oh, &ow);
   const size_t es = convpool_dtype_size(l->dtype), y_n = (size_t)(batch * l->c_out * ph * pw);
+  const size_t r_n = l->has_residual ? (size_t)(batch * l->c_out * oh * ow) : 0;
+  void *residual = NULL;
+  if (l->has_residual) { /* signed, of the size of the conv output's values */
+    residual = tu_xmalloc(r_n * es);
+    fill_tensor(residual, r_n, l->dtype, seed * 3 + 4, 1);
+    if (special_input != NULL)
+      for (size_t i = 0; i < r_n; i += 37) tu_set(l->dtype, residual, i, special_input[i % 3]);
+  }
   void *y1 = tu_xmalloc(y_n * es + 1), *y3 = tu_xmalloc(y_n * es + 1);
   double *ref = tu_xmalloc(y_n * sizeof(double) + 1), *bound = tu_xmalloc(y_n * sizeof(double) + 1);
-  char d[320];
+  char d[384];
   describe_layer(l, batch, h, w, d, sizeof d);
   int ok = 1;
   for (int threads = 1; ok && threads <= 3; threads += 2) {
@@ -262,8 +324,8 @@ static int check_layer(const convpool_layer *l, int64_t batch, int64_t h, int64_
     convpool_options_init(&o);
     o.threads = threads;
     o.algo = g_algo;
-    convpool_status st =
-        convpool_layer_run(l, t.x, batch, h, w, t.w, t.bias, threads == 1 ? y1 : y3, y_n * es, &o);
+    convpool_status st = convpool_layer_run_residual(l, t.x, batch, h, w, t.w, t.bias, residual,
+                                                     threads == 1 ? y1 : y3, y_n * es, &o);
     if (st != CONVPOOL_SUCCESS) {
       printf("layer %s: %s: %s\n", d, convpool_status_string(st), convpool_last_error());
       ok = 0;
@@ -273,7 +335,7 @@ static int check_layer(const convpool_layer *l, int64_t batch, int64_t h, int64_
     printf("layer %s: threads=3 differs from threads=1\n", d);
     ok = 0;
   }
-  cp_reference_layer(l, t.x, batch, h, w, t.w, t.bias, ref, bound);
+  cp_reference_layer_residual(l, t.x, batch, h, w, t.w, t.bias, residual, ref, bound);
   for (size_t i = 0; ok && i < y_n; i++) {
     double got = get(l->dtype, y1, i);
     if (!close_enough(l->dtype, got, ref[i], bound[i])) {
@@ -281,9 +343,14 @@ static int check_layer(const convpool_layer *l, int64_t batch, int64_t h, int64_
       ok = 0;
     }
   }
-  free(y1), free(y3), free(ref), free(bound);
+  free(y1), free(y3), free(ref), free(bound), free(residual);
   free_tensors(&t);
   return ok;
+}
+
+static int check_layer(const convpool_layer *l, int64_t batch, int64_t h, int64_t w, int bias,
+                       uint64_t seed, const float *special_bias) {
+  return check_layer_values(l, batch, h, w, bias, seed, special_bias, NULL);
 }
 
 /* Pooling at its edges: windows of 2..5 on conv outputs of 1..9, strides up
@@ -405,9 +472,103 @@ static int check_layer_grid(int *cases) {
   return failures;
 }
 
+/* Conv stride 1..3, dilation 1..2, groups 1, 2 and depthwise (channel
+   multiplier 1 or 2), a residual or none (NaN and Inf in the input and the
+   residual of some), over
+   filters 1..7, conv and pool padding, each activation and dtype; then
+   named network layers. */
+static int check_conv_grid(int *cases) {
+  int failures = 0;
+  tu_rng pick = {91};
+  const convpool_dtype dtypes[] = {CONVPOOL_FLOAT32, CONVPOOL_FLOAT16, CONVPOOL_BFLOAT16};
+  const int64_t ks[] = {1, 2, 3, 5, 7}, group_chans[] = {1, 2, 3, 8};
+  const float specials[3] = {NAN, INFINITY, -INFINITY};
+  for (int n = 0; n < 216; n++) {
+    const int64_t stride = 1 + n % 3, dilation = 1 + n / 3 % 2, mode = n / 6 % 3;
+    const int residual = n / 18 % 2;
+    const int64_t k = n % 4 == 0 ? 3 : ks[tu_next(&pick) % 5];
+    const int64_t pool = 1 + (int64_t)(tu_next(&pick) % 3);
+    int64_t groups = 1, c_in, c_out;
+    if (mode == 0) { /* dense */
+      c_in = group_chans[tu_next(&pick) % 4] * 2, c_out = 1 + (int64_t)(tu_next(&pick) % 17);
+    } else if (mode == 1) { /* two groups */
+      groups = 2;
+      c_in = 2 * group_chans[tu_next(&pick) % 4], c_out = 2 * (1 + (int64_t)(tu_next(&pick) % 9));
+    } else { /* depthwise, channel multiplier 1 or 2 */
+      c_in = groups = 1 + (int64_t)(tu_next(&pick) % 19);
+      c_out = c_in * (1 + (int64_t)(tu_next(&pick) % 2));
+    }
+    convpool_layer l;
+    convpool_layer_init(&l, dtypes[(n / 54 + n) % 3], c_out, c_in, k, pool);
+    l.stride = stride, l.dilation = dilation, l.groups = groups, l.has_residual = residual;
+    const int64_t extent = dilation * (k - 1) + 1;
+    for (int side = 0; side < 4; side++)
+      l.padding[side] = (int64_t)(tu_next(&pick) % (uint64_t)(extent / 2 + 2));
+    if (n % 4 == 1) l.padding[1] = l.padding[3] = l.padding[0] = l.padding[2]; /* symmetric */
+    l.activation = (convpool_activation)(n % 3);
+    if (l.activation == CONVPOOL_ACTIVATION_CLAMP) l.clamp_min = -0.25f, l.clamp_max = 1.5f;
+    l.pool_stride = (int64_t)(tu_next(&pick) % (uint64_t)(pool + 1));
+    for (int side = 0; side < 4; side++)
+      l.pool_padding[side] = (int64_t)(tu_next(&pick) % (uint64_t)(pool / 2 + 1));
+    l.ceil_mode = (int)(tu_next(&pick) % 2);
+    const int64_t h = extent + (int64_t)(tu_next(&pick) % 24) - l.padding[0] - l.padding[2];
+    const int64_t w = extent + (int64_t)(tu_next(&pick) % 40) - l.padding[1] - l.padding[3];
+    int64_t ph, pw;
+    if (h < 1 || w < 1) continue;
+    cp_reference_shape(&l, h, w, &ph, &pw);
+    if (ph < 1 || pw < 1) continue;
+    (*cases)++;
+    const int nonfinite = n % 5 == 0;
+    if (!check_layer_values(&l, 1 + n % 2, h, w, n % 7 != 0, 600 + (uint64_t)n, NULL,
+                            nonfinite ? specials : NULL))
+      failures++;
+  }
+  /* Network layers: the ResNet stem (7x7 stride 2, pad 3, ReLU, pool 3/2
+     pad 1) on a small image, a ResNet downsampling 3x3 and 1x1 of stride 2
+     with a residual, MobileNet depthwise 3x3 of stride 1 and 2, a dilated
+     3x3 (DeepLab), groups of odd width in bfloat16 (channel pairs never
+     cross a group), a grouped 3x3 (ResNeXt). */
+  typedef struct named {
+    convpool_dtype dtype;
+    int64_t c_in, c_out, k, stride, dilation, groups, pad, pool, pool_stride, pool_pad, h, w;
+    int residual, relu;
+  } named;
+  const named layers[] = {
+      {CONVPOOL_FLOAT32, 3, 16, 7, 2, 1, 1, 3, 3, 2, 1, 45, 38, 0, 1},
+      {CONVPOOL_FLOAT16, 3, 16, 7, 2, 1, 1, 3, 3, 2, 1, 32, 32, 0, 1},
+      {CONVPOOL_FLOAT32, 16, 32, 3, 2, 1, 1, 1, 1, 1, 0, 28, 28, 1, 1},
+      {CONVPOOL_FLOAT32, 16, 32, 1, 2, 1, 1, 0, 1, 1, 0, 28, 27, 1, 0},
+      {CONVPOOL_BFLOAT16, 16, 32, 1, 2, 1, 1, 0, 1, 1, 0, 28, 27, 1, 0},
+      {CONVPOOL_FLOAT32, 24, 24, 3, 1, 1, 24, 1, 1, 1, 0, 30, 33, 0, 1},
+      {CONVPOOL_FLOAT32, 24, 24, 3, 2, 1, 24, 1, 1, 1, 0, 30, 33, 0, 1},
+      {CONVPOOL_FLOAT16, 20, 40, 3, 2, 1, 20, 1, 2, 2, 0, 30, 33, 1, 1},
+      {CONVPOOL_FLOAT32, 12, 20, 3, 1, 2, 1, 2, 2, 2, 0, 26, 29, 1, 1},
+      {CONVPOOL_BFLOAT16, 12, 20, 3, 1, 3, 1, 3, 1, 1, 0, 21, 22, 0, 0},
+      {CONVPOOL_BFLOAT16, 9, 15, 3, 1, 1, 3, 1, 2, 2, 0, 19, 23, 1, 1},
+      {CONVPOOL_BFLOAT16, 10, 4, 3, 2, 1, 2, 1, 1, 1, 0, 17, 16, 0, 0},
+      {CONVPOOL_FLOAT32, 64, 64, 3, 1, 1, 8, 1, 2, 2, 0, 20, 20, 1, 1},
+      {CONVPOOL_FLOAT32, 5, 7, 4, 3, 1, 1, 0, 2, 1, 0, 31, 29, 1, 0},
+      {CONVPOOL_FLOAT32, 5, 7, 2, 3, 1, 1, 1, 1, 1, 0, 31, 29, 0, 0},
+  };
+  for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++) {
+    const named *x = &layers[i];
+    convpool_layer l;
+    convpool_layer_init(&l, x->dtype, x->c_out, x->c_in, x->k, x->pool);
+    l.stride = x->stride, l.dilation = x->dilation, l.groups = x->groups;
+    l.has_residual = x->residual;
+    for (int side = 0; side < 4; side++)
+      l.padding[side] = x->pad, l.pool_padding[side] = x->pool_pad;
+    l.pool_stride = x->pool_stride;
+    if (x->relu) l.activation = CONVPOOL_ACTIVATION_RELU;
+    (*cases)++;
+    if (!check_layer(&l, 2, x->h, x->w, 1, 700 + i, NULL)) failures++;
+  }
+  return failures;
+}
+
 /* x = [[-inf, 1], [1, 1]], w = 1, bias = +inf, pool 2: torch gives NaN. */
 static int check_infinite_bias(void) {
-  const int declined = declined_by_winograd(1);
+  const int declined = declined_k(1);
   if (declined) return declined > 0;
   const float x[4] = {-INFINITY, 1, 1, 1}, w[1] = {1}, b[1] = {INFINITY};
   float y[1] = {0};
@@ -472,7 +633,7 @@ static int check_nonfinite_vs_sr(convpool_dtype dtype) {
    their sum are subnormal: vdpbf16ps (the avx512bf16 kernel) flushes them
    to 0, every other kernel keeps them (convpool.h, CONVPOOL_BFLOAT16). */
 static int check_bf16_subnormals(void) {
-  const int declined = declined_by_winograd(1);
+  const int declined = declined_k(1);
   if (declined) return declined > 0;
   const uint16_t v = cp_float_to_bf16(1e-20f);
   const uint16_t x[2] = {v, v}, w[2] = {v, v};
@@ -577,6 +738,7 @@ int main(int argc, char **argv) {
     if (!check_determinism(&det[i], 50 + i)) failures++;
   }
   failures += check_layer_grid(&cases);
+  failures += check_conv_grid(&cases);
   cases++;
   if (!check_bf16_subnormals()) failures++;
   cases++;

@@ -11,19 +11,28 @@
     y = convpool.conv2d_maxpool(x, w, bias, pool=3, pool_stride=2, padding=2,
                                 activation="relu")
 
-Contract (see include/convpool.h): x [B, C_in, H, W] and w [C_out, C_in, K, K]
-C-contiguous numpy arrays of float32 or float16, optional bias [C_out] of the
-same dtype; conv stride 1. The result equals
+Contract (see include/convpool.h): x [B, C_in, H, W] and w [C_out, C_in / groups,
+K, K] C-contiguous numpy arrays of float32 or float16, optional bias [C_out] of
+the same dtype. The result equals
 
-    torch.nn.functional.max_pool2d(act(torch.nn.functional.conv2d(x, w, bias, padding)),
-                                   pool, pool_stride, pool_padding, ceil_mode)
+    torch.nn.functional.max_pool2d(
+        act(torch.nn.functional.conv2d(x, w, bias, stride, padding, dilation, groups)
+            + residual),
+        pool, pool_stride, pool_padding, ceil_mode)
 
 with the keywords (all optional; their defaults are the original layer,
 max_pool2d(conv2d(x, w, bias), pool, pool)):
 
     padding       conv zero padding: int, (h, w) or (top, left, bottom, right)
                   (ONNX's pads order; unequal pads are ONNX's Conv)
+    stride        conv stride (rows and columns)
+    dilation      conv dilation
+    groups        conv groups (C_in: depthwise, any channel multiplier)
+    residual      [B, C_out, OH, OW] of x's dtype, added to conv + bias before
+                  the activation (conv2d_maxpool: the array; Operator:
+                  residual=True at construction, then op(x, residual=r))
     activation    None, "relu", "relu6" or a (min, max) clamp of conv + bias
+                  (+ residual)
     pool_stride   window stride (None: the window, pool)
     pool_padding  -inf padding before pooling, as padding; each side < pool
                   (ONNX's MaxPool; torch's max_pool2d takes at most pool // 2)
@@ -270,12 +279,16 @@ def _options(threads, impl, rows_per_item, shared_pool=False):
     return opts
 
 
-def _layer_struct(dtype_name, c_out, c_in, k, spec):
+def _layer_struct(dtype_name, c_out, c_in, k, spec, residual=False):
     """A convpool_layer filled by the library's convpool_layer_init, then the spec's values."""
     lib = _lib()
     layer = _native.init_struct(_native.ConvpoolLayer, lib.convpool_layer_init,
                                 _DTYPES[dtype_name][0], c_out, c_in, k, spec.pool)
     layer.padding[:] = spec.padding
+    layer.stride = spec.stride
+    layer.dilation = spec.dilation
+    layer.groups = spec.groups
+    layer.has_residual = int(bool(residual))
     layer.pool_stride = spec.pool_stride
     layer.pool_padding[:] = spec.pool_padding
     layer.ceil_mode = int(spec.ceil_mode)
@@ -288,6 +301,7 @@ def _layer_struct(dtype_name, c_out, c_in, k, spec):
 
 
 def _check_weights(w, bias, dtype_name):
+    """(c_out, c_in / groups, k) of w [C_out, C_in / groups, K, K] and its bias."""
     _check_array("w", w, dtype_name, 4)
     c_out, c_in, kh, kw = w.shape
     if kh != kw:
@@ -301,14 +315,23 @@ def _check_weights(w, bias, dtype_name):
     return c_out, c_in, kh
 
 
-def _check_input(x, dtype_name, c_in):
+def _check_input(x, dtype_name, c_in, groups=1):
     _check_array("x", x, dtype_name, 4)
     if x.shape[1] != c_in:
+        per_group = f" ({c_in // groups} per group, groups = {groups})" if groups > 1 else ""
         raise ValueError(f"x has {x.shape[1]} input channels (shape {x.shape}), "
-                         f"the weights expect {c_in}")
+                         f"the weights expect {c_in}{per_group}")
 
 
-def _check_out(out, x, dtype_name, shape):
+def _check_residual(residual, dtype_name, shape):
+    """The residual [B, C_out, OH, OW] of a run (shape: the conv output's)."""
+    _check_array("residual", residual, dtype_name, 4)
+    if residual.shape != tuple(shape):
+        raise ValueError(f"residual has shape {residual.shape}, expected {tuple(shape)} "
+                         "(the conv output [batch, c_out, OH, OW])")
+
+
+def _check_out(out, x, dtype_name, shape, residual=None):
     _check_array("out", out, dtype_name, 4)
     if out.shape != tuple(shape):
         raise ValueError(f"out has shape {out.shape}, expected {tuple(shape)}")
@@ -316,6 +339,8 @@ def _check_out(out, x, dtype_name, shape):
         raise ValueError("out is read-only")
     if np.shares_memory(out, x):
         raise ValueError("out overlaps x")
+    if residual is not None and np.shares_memory(out, residual):
+        raise ValueError("out overlaps residual")
 
 
 def _ptr(array):
@@ -371,10 +396,11 @@ class Operator:
 
     Operator(w, bias=None, pool=1, dtype=None, threads=None, impl="auto",
              rows_per_item=0, *, padding=0, activation=None, pool_stride=None,
-             pool_padding=0, ceil_mode=False)
+             pool_padding=0, ceil_mode=False, stride=1, dilation=1, groups=1,
+             residual=False)
 
-    w        [C_out, C_in, K, K] C-contiguous array. Not referenced after
-             construction (the library packs a copy).
+    w        [C_out, C_in / groups, K, K] C-contiguous array. Not referenced
+             after construction (the library packs a copy).
     bias     [C_out] or None.
     pool     max pooling window (1 = no pooling); its stride is pool_stride.
     dtype    None: the dtype of w (float32 or float16). Otherwise "float32"
@@ -387,8 +413,8 @@ class Operator:
     shared_pool  True: run on the process-wide thread pool (set_shared_threads)
              instead of threads of its own; threads must then be None or 0.
              Runs of different operators on it take turns.
-    impl     a name of impls(): "auto", "sr" (shift-reduce), "im2col" or
-             "winograd" (k = 3 only).
+    impl     a name of impls(): "auto", "sr" (shift-reduce; no dilation),
+             "im2col" or "winograd" (k = 3, stride, dilation and groups 1).
     rows_per_item  pooled rows per work item; 0 = the plan decides.
     padding  conv zero padding: int, (h, w) or (top, left, bottom, right).
     activation  None, "relu", "relu6" or a (min, max) clamp, applied to
@@ -397,10 +423,15 @@ class Operator:
     pool_padding  -inf padding of the conv output before pooling, as
              padding; each side at most pool - 1 (ONNX's MaxPool).
     ceil_mode  ceil sizing of the pooled output (torch's rule).
+    stride, dilation, groups  of the conv (groups divide C_in and C_out;
+             groups = C_in is depthwise).
+    residual  True: every call takes op(x, residual=r), r [B, C_out, OH, OW]
+             (conv_shape) of the dtype, added to conv + bias before the
+             activation.
 
-    The layer is max_pool2d(act(conv2d(x, w, bias, padding)), pool,
-    pool_stride, pool_padding, ceil_mode); ``spec`` holds its normalised
-    parameters (a LayerSpec).
+    The layer is max_pool2d(act(conv2d(x, w, bias, stride, padding, dilation,
+    groups) [+ r]), pool, pool_stride, pool_padding, ceil_mode); ``spec``
+    holds its normalised parameters (a LayerSpec).
 
     Calls are serialised per Operator: concurrent op(x) from several Python
     threads wait for each other; separate Operators run in parallel.
@@ -408,7 +439,8 @@ class Operator:
 
     def __init__(self, w, bias=None, pool=1, dtype=None, threads=None, impl="auto",
                  rows_per_item=0, *, padding=0, activation=None, pool_stride=None,
-                 pool_padding=0, ceil_mode=False, shared_pool=False):
+                 pool_padding=0, ceil_mode=False, stride=1, dilation=1, groups=1,
+                 residual=False, shared_pool=False):
         self._handle = None
         self._lock = threading.Lock()
         if dtype is None:
@@ -419,10 +451,16 @@ class Operator:
             dtype_name = _dtype_name_of(dtype)
             w = _convert_parameter(w, dtype_name)
             bias = _convert_parameter(bias, dtype_name)
-        self.c_out, self.c_in, self.k = _check_weights(w, bias, dtype_name)
+        self.c_out, group_c_in, self.k = _check_weights(w, bias, dtype_name)
         self.spec = LayerSpec.make(pool=pool, padding=padding, activation=activation,
                                    pool_stride=pool_stride, pool_padding=pool_padding,
-                                   ceil_mode=ceil_mode)
+                                   ceil_mode=ceil_mode, stride=stride, dilation=dilation,
+                                   groups=groups)
+        self.c_in = _as_int("c_in", group_c_in * self.spec.groups, 1, _INT64_MAX)
+        if not isinstance(residual, (bool, np.bool_)):
+            raise TypeError(f"residual must be True or False for an Operator (its calls take "
+                            f"the array: op(x, residual=r)), got {type(residual).__name__}")
+        self.residual = bool(residual)
         self.pool = self.spec.pool
         self.dtype_name = dtype_name
         self.dtype = _DTYPES[dtype_name][1]
@@ -432,7 +470,8 @@ class Operator:
         self.rows_per_item = rows_per_item
         self.shared_pool = bool(shared_pool)
         opts = _options(threads, impl, rows_per_item, shared_pool)
-        layer = _layer_struct(dtype_name, self.c_out, self.c_in, self.k, self.spec)
+        layer = _layer_struct(dtype_name, self.c_out, self.c_in, self.k, self.spec, self.residual)
+        self._layer = layer   # for conv_shape
         handle = ctypes.c_void_p()
         status = _lib().convpool_op_create_layer(
             ctypes.byref(layer), _ptr(w), _ptr(bias), ctypes.byref(opts),
@@ -476,9 +515,10 @@ class Operator:
     def __repr__(self):
         state = "closed" if self.closed else "open"
         extra = self.spec.describe()
-        return (f"<convpool.Operator {self.dtype_name} w=[{self.c_out}, {self.c_in}, "
-                f"{self.k}, {self.k}] bias={self.has_bias} pool={self.pool}"
-                f"{' ' + extra if extra else ''} impl={self.impl} {state}>")
+        return (f"<convpool.Operator {self.dtype_name} w=[{self.c_out}, "
+                f"{self.c_in // self.spec.groups}, {self.k}, {self.k}] bias={self.has_bias} "
+                f"pool={self.pool}{' ' + extra if extra else ''}"
+                f"{' residual' if self.residual else ''} impl={self.impl} {state}>")
 
     # -- queries -------------------------------------------------------------
     def _live_handle(self):
@@ -506,6 +546,12 @@ class Operator:
                 self._live_handle(), batch, height, width, shape, ctypes.byref(nbytes))
         _check("convpool_op_output_shape", status)
         return tuple(int(v) for v in shape)
+
+    def conv_shape(self, x_shape):
+        """(batch, c_out, OH, OW) of the conv output for an input of shape x_shape (the
+        residual's shape), from the library."""
+        batch, height, width = self._shape_args(x_shape)
+        return _conv_shape(self._layer, batch, height, width)
 
     def plan(self, x_shape):
         """convpool_op_plan for an input of shape x_shape, as a dict."""
@@ -561,23 +607,34 @@ class Operator:
             capacity *= 4
 
     # -- run -----------------------------------------------------------------
-    def __call__(self, x, out=None):
+    def __call__(self, x, out=None, *, residual=None):
         """Run the layer on x [B, C_in, H, W]; returns out (a new array if None).
 
         out, when given, must be a C-contiguous, writeable array of the
-        operator's dtype and the output shape, not overlapping x.
+        operator's dtype and the output shape, not overlapping x or the
+        residual. residual: [B, C_out, OH, OW] of the operator's dtype,
+        required when the operator was made with residual=True, refused
+        otherwise.
         """
-        _check_input(x, self.dtype_name, self.c_in)
+        _check_input(x, self.dtype_name, self.c_in, self.spec.groups)
+        if self.residual and residual is None:
+            raise ValueError("this Operator was made with residual=True: call op(x, residual=r)")
+        if not self.residual and residual is not None:
+            raise ValueError("this Operator was made without a residual: make it with "
+                             "residual=True to pass one")
         batch, _, height, width = x.shape
         shape = self.output_shape(x.shape)
+        if residual is not None:
+            _check_residual(residual, self.dtype_name, self.conv_shape(x.shape))
         if out is None:
             out = _new_output(shape, self.dtype_name)
         else:
-            _check_out(out, x, self.dtype_name, shape)
+            _check_out(out, x, self.dtype_name, shape, residual)
         with self._lock:
-            status = _lib().convpool_op_run(self._live_handle(), _ptr(x), batch, height,
-                                            width, _ptr(out), out.nbytes)
-        _check("convpool_op_run", status)
+            status = _lib().convpool_op_run_residual(self._live_handle(), _ptr(x), batch,
+                                                     height, width, _ptr(residual), _ptr(out),
+                                                     out.nbytes)
+        _check("convpool_op_run_residual", status)
         return out
 
 
@@ -614,31 +671,45 @@ def shared_threads():
 # --------------------------------------------------------------------------
 # One-shot call
 # --------------------------------------------------------------------------
+def _conv_shape(layer, batch, height, width):
+    """convpool_layer_conv_shape: (batch, c_out, OH, OW), or the library's error."""
+    shape = (ctypes.c_int64 * 4)()
+    status = _lib().convpool_layer_conv_shape(ctypes.byref(layer), batch, height, width, shape,
+                                              None)
+    _check("convpool_layer_conv_shape", status)
+    return tuple(int(v) for v in shape)
+
+
 def conv2d_maxpool(x, w, bias=None, pool=1, threads=None, impl="auto", dtype=None, *,
                    padding=0, activation=None, pool_stride=None, pool_padding=0,
-                   ceil_mode=False):
-    """max_pool2d(act(conv2d(x, w, bias, padding)), pool, pool_stride, pool_padding, ceil_mode).
+                   ceil_mode=False, stride=1, dilation=1, groups=1, residual=None):
+    """max_pool2d(act(conv2d(x, w, bias, stride, padding, dilation, groups) [+ residual]),
+    pool, pool_stride, pool_padding, ceil_mode).
 
-    The library's one-shot call (convpool_layer_run). x [B, C_in, H, W],
-    w [C_out, C_in, K, K], bias [C_out] or None: C-contiguous numpy arrays,
-    all of one dtype. dtype None: that of x (float32 or float16);
-    "float32"/"float16": the arrays must have it; "bfloat16": all three must
-    be uint16 bit patterns (nothing is converted here, unlike Operator).
-    The layer keywords are those of Operator; their defaults give the
-    original contract, max_pool2d(conv2d(x, w, bias), pool, pool). Returns a
-    new array [B, C_out, PH, PW] of the same storage dtype.
+    The library's one-shot call (convpool_layer_run_residual). x [B, C_in, H, W],
+    w [C_out, C_in / groups, K, K], bias [C_out] or None, residual
+    [B, C_out, OH, OW] (the conv output's shape) or None: C-contiguous numpy
+    arrays, all of one dtype. dtype None: that of x (float32 or float16);
+    "float32"/"float16": the arrays must have it; "bfloat16": all must be
+    uint16 bit patterns (nothing is converted here, unlike Operator). The
+    layer keywords are those of Operator; their defaults give the original
+    contract, max_pool2d(conv2d(x, w, bias), pool, pool). Returns a new array
+    [B, C_out, PH, PW] of the same storage dtype.
     """
     if not isinstance(x, np.ndarray):
         raise TypeError(f"x must be a numpy.ndarray, got {type(x).__name__}")
     dtype_name = _dtype_name_of(x.dtype if dtype is None else dtype)
-    c_out, c_in, k = _check_weights(w, bias, dtype_name)
-    _check_input(x, dtype_name, c_in)
+    c_out, group_c_in, k = _check_weights(w, bias, dtype_name)
     spec = LayerSpec.make(pool=pool, padding=padding, activation=activation,
                           pool_stride=pool_stride, pool_padding=pool_padding,
-                          ceil_mode=ceil_mode)
+                          ceil_mode=ceil_mode, stride=stride, dilation=dilation, groups=groups)
+    c_in = _as_int("c_in", group_c_in * spec.groups, 1, _INT64_MAX)
+    _check_input(x, dtype_name, c_in, spec.groups)
     opts = _options(threads, impl, 0)
-    layer = _layer_struct(dtype_name, c_out, c_in, k, spec)
+    layer = _layer_struct(dtype_name, c_out, c_in, k, spec, residual is not None)
     batch, _, height, width = x.shape
+    if residual is not None:
+        _check_residual(residual, dtype_name, _conv_shape(layer, batch, height, width))
     # The output size by the contract's rule; sizes that make no sense are left
     # to the library, whose message names them.
     _, _, ph, pw = spec.output_size(height, width, k)
@@ -653,8 +724,8 @@ def conv2d_maxpool(x, w, bias=None, pool=1, threads=None, impl="auto", dtype=Non
         with Operator(w, bias, dtype=dtype_name, threads=threads, impl=impl,
                       **spec.kwargs()) as op:
             out = _new_output(op.output_shape(x.shape), dtype_name)
-    status = _lib().convpool_layer_run(
+    status = _lib().convpool_layer_run_residual(
         ctypes.byref(layer), _ptr(x), batch, height, width, _ptr(w), _ptr(bias),
-        _ptr(out), out.nbytes, ctypes.byref(opts))
-    _check("convpool_layer_run", status)
+        _ptr(residual), _ptr(out), out.nbytes, ctypes.byref(opts))
+    _check("convpool_layer_run_residual", status)
     return out

@@ -88,6 +88,7 @@ class ConvpoolLayer(ctypes.Structure):
         ("pool_stride", ctypes.c_int64),
         ("pool_padding", ctypes.c_int64 * 4),
         ("ceil_mode", ctypes.c_int),
+        ("has_residual", ctypes.c_int64),
     ]
 
 
@@ -154,6 +155,12 @@ _PROTOTYPES = {
     "convpool_layer_run": (
         _st, [ctypes.POINTER(ConvpoolLayer), _vp, _i64, _i64, _i64, _vp, _vp, _vp, _sz,
               ctypes.POINTER(ConvpoolOptions)]),
+    "convpool_layer_run_residual": (
+        _st, [ctypes.POINTER(ConvpoolLayer), _vp, _i64, _i64, _i64, _vp, _vp, _vp, _vp, _sz,
+              ctypes.POINTER(ConvpoolOptions)]),
+    "convpool_layer_conv_shape": (
+        _st, [ctypes.POINTER(ConvpoolLayer), _i64, _i64, _i64, ctypes.POINTER(_i64),
+              ctypes.POINTER(_sz)]),
     "convpool_algo_name": (ctypes.c_char_p, [ctypes.c_int]),
     "convpool_algo_from_name": (_st, [ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)]),
     "convpool_get_info": (_st, [ctypes.POINTER(ConvpoolInfo)]),
@@ -165,6 +172,7 @@ _PROTOTYPES = {
     "convpool_op_output_shape": (
         _st, [_vp, _i64, _i64, _i64, ctypes.POINTER(_i64), ctypes.POINTER(_sz)]),
     "convpool_op_run": (_st, [_vp, _vp, _i64, _i64, _i64, _vp, _sz]),
+    "convpool_op_run_residual": (_st, [_vp, _vp, _i64, _i64, _i64, _vp, _vp, _sz]),
     "convpool_op_describe": (_st, [_vp, _i64, _i64, _i64, ctypes.c_char_p, _sz]),
     "convpool_op_plan": (
         _st, [_vp, _i64, _i64, _i64, ctypes.POINTER(ConvpoolPlanInfo)]),

@@ -3,12 +3,19 @@
     spec = LayerSpec.make(pool=3, padding=1, activation="relu", pool_stride=2)
     spec.output_size(224, 224, k=3)        # (OH, OW, PH, PW)
 
-A layer is max_pool2d(act(conv2d(x, w, bias, padding)), pool, pool_stride,
-pool_padding, ceil_mode) (include/convpool.h, convpool_layer):
+A layer is max_pool2d(act(conv2d(x, w, bias, stride, padding, dilation,
+groups) [+ residual]), pool, pool_stride, pool_padding, ceil_mode)
+(include/convpool.h, convpool_layer):
 
 padding       conv zero padding: an int, (h, w), or (top, left, bottom, right)
               (ONNX's order for 2-D pads: both begins, then both ends).
-activation    None, "relu", "relu6" or a (min, max) clamp of conv + bias.
+stride        conv stride (rows and columns), >= 1.
+dilation      conv dilation, >= 1: the filter's taps are dilation apart.
+groups        conv groups, >= 1, dividing C_in and C_out (the library checks
+              that): w is [C_out, C_in / groups, K, K]; groups = C_in is a
+              depthwise conv.
+activation    None, "relu", "relu6" or a (min, max) clamp of conv + bias
+              (+ the residual, which is a run's input, not part of the spec).
 pool          max pooling window P x P (1 and stride 1: no pooling).
 pool_stride   window stride S; None = the window.
 pool_padding  -inf padding of the conv output, as padding; each side at most
@@ -163,17 +170,21 @@ class LayerSpec:
     pool_stride: int = 1               # never None here: make() fills in the window
     pool_padding: tuple = (0, 0, 0, 0)
     ceil_mode: bool = False
+    stride: int = 1                    # the conv's
+    dilation: int = 1
+    groups: int = 1
 
     @classmethod
     def make(cls, pool=1, padding=0, activation=None, pool_stride=None, pool_padding=0,
-             ceil_mode=False):
+             ceil_mode=False, stride=1, dilation=1, groups=1):
         """Check and normalise the arguments (TypeError/ValueError naming the bad one)."""
         pool = as_int("pool", pool, 1)
-        stride = pool if pool_stride is None else as_int("pool_stride", pool_stride, 1)
+        window_stride = pool if pool_stride is None else as_int("pool_stride", pool_stride, 1)
         return cls(pool=pool, padding=normalize_pads("padding", padding),
-                   activation=normalize_activation(activation), pool_stride=stride,
+                   activation=normalize_activation(activation), pool_stride=window_stride,
                    pool_padding=normalize_pads("pool_padding", pool_padding),
-                   ceil_mode=_as_bool("ceil_mode", ceil_mode))
+                   ceil_mode=_as_bool("ceil_mode", ceil_mode), stride=as_int("stride", stride, 1),
+                   dilation=as_int("dilation", dilation, 1), groups=as_int("groups", groups, 1))
 
     @classmethod
     def of(cls, value):
@@ -182,10 +193,12 @@ class LayerSpec:
 
     @property
     def is_default(self):
-        """True for the original contract: no padding, no activation, stride = window, floor."""
+        """True for the original contract: no padding, no activation, stride = window, floor,
+        conv stride, dilation and groups 1."""
         return (self.padding == (0, 0, 0, 0) and self.activation is None
                 and self.pool_stride == self.pool and self.pool_padding == (0, 0, 0, 0)
-                and not self.ceil_mode)
+                and not self.ceil_mode and self.stride == 1 and self.dilation == 1
+                and self.groups == 1)
 
     @property
     def clamp(self):
@@ -202,12 +215,19 @@ class LayerSpec:
     def output_size(self, height, width, k):
         """(OH, OW, PH, PW) for an input height x width and a k x k filter.
 
-        OH or OW below 1 (the padded input smaller than the filter) and PH or
-        PW of 0 (the window does not fit) are returned as they are; the
-        library refuses those layers with a message.
+        OH = (height + top + bottom - dilation * (k - 1) - 1) // stride + 1,
+        OW likewise. OH or OW below 1 (the padded input smaller than the
+        dilated filter) and PH or PW of 0 (the window does not fit) are
+        returned as below 1 and 0; the library refuses those layers with a
+        message.
         """
         t, l, b, r = self.padding
-        oh, ow = height + t + b - k + 1, width + l + r - k + 1
+        extent = self.dilation * (k - 1) + 1
+
+        def conv(size):
+            return (size - extent) // self.stride + 1 if size >= extent else size - extent + 1
+
+        oh, ow = conv(height + t + b), conv(width + l + r)
         pt, pl, pb, pr = self.pool_padding
         ph = pooled_size(oh, self.pool, self.pool_stride, pt, pb, self.ceil_mode) if oh > 0 else 0
         pw = pooled_size(ow, self.pool, self.pool_stride, pl, pr, self.ceil_mode) if ow > 0 else 0
@@ -216,6 +236,12 @@ class LayerSpec:
     def describe(self):
         """Short text of what differs from the original contract ("" if nothing)."""
         parts = []
+        if self.stride != 1:
+            parts.append(f"cstride{self.stride}")
+        if self.dilation != 1:
+            parts.append(f"dil{self.dilation}")
+        if self.groups != 1:
+            parts.append(f"g{self.groups}")
         if self.padding != (0, 0, 0, 0):
             parts.append("pad" + _pads_text(self.padding))
         if self.activation is not None:
@@ -233,7 +259,8 @@ class LayerSpec:
         """The keyword arguments of convpool.conv2d_maxpool/Operator for this spec."""
         return {"pool": self.pool, "padding": self.padding, "activation": self.activation,
                 "pool_stride": self.pool_stride, "pool_padding": self.pool_padding,
-                "ceil_mode": self.ceil_mode}
+                "ceil_mode": self.ceil_mode, "stride": self.stride, "dilation": self.dilation,
+                "groups": self.groups}
 
 
 def _pads_text(pads):

@@ -422,7 +422,7 @@ class _Layer:
         return kwargs
 
 
-def _pack(weight, bias, layer, dtype_name, impl, threads):
+def _pack(weight, bias, layer, dtype_name, impl, threads, residual=False):
     """A convpool.Operator for the layer, its weights converted to dtype_name (torch's rounding).
 
     threads None: the operator runs on the process-wide pool, which follows
@@ -434,6 +434,8 @@ def _pack(weight, bias, layer, dtype_name, impl, threads):
     kwargs = layer.kwargs()
     if threads is None:
         kwargs["shared_pool"] = True
+    if residual:
+        kwargs["residual"] = True
     return Operator(w, b, dtype=dtype_name, impl=impl, threads=threads, **kwargs)
 
 
@@ -473,16 +475,19 @@ class _Packs:
         self.fallback_calls = 0              # calls computed with torch's ops
         self.fallback_reason = None          # the library's last refusal
 
-    def operator(self, dtype_name, weight, bias, spec):
+    def operator(self, dtype_name, weight, bias, spec, residual=False):
+        """The Operator for dtype_name (with a residual input or not), packed anew
+        when the weights, the layer or the residual changed."""
+        key = (dtype_name, bool(residual))
         with self.lock:
-            packed = self.by_dtype.get(dtype_name)
+            packed = self.by_dtype.get(key)
             if packed is None or not packed.matches(weight, bias, spec):
                 # A replaced Operator is not closed here (another thread may be
                 # running it); it closes itself when its last reference goes.
-                self.by_dtype.pop(dtype_name, None)
-                packed = _Packed(_pack(weight, bias, spec, dtype_name, self.impl, self.threads),
-                                 spec, weight, bias)
-                self.by_dtype[dtype_name] = packed
+                self.by_dtype.pop(key, None)
+                packed = _Packed(_pack(weight, bias, spec, dtype_name, self.impl, self.threads,
+                                       residual), spec, weight, bias)
+                self.by_dtype[key] = packed
             return packed.operator
 
     def clear(self):
@@ -721,7 +726,7 @@ def _op_cpu(x, weight, bias, padding, clamp_min, clamp_max, pool, pool_stride, p
         try:
             if residual is not None and not residual_supported():
                 raise UnsupportedError("convpool.Operator", 2, "unsupported", RESIDUAL_REFUSAL)
-            op = packs.operator(dtype_name, weight, bias, layer)
+            op = packs.operator(dtype_name, weight, bias, layer, residual is not None)
             out = torch.empty(op.output_shape(tuple(x.shape)), dtype=x.dtype)
             _run_operator(op, x, out, residual)
             refusal = None

@@ -4,6 +4,9 @@
  * tile), and the same microkernels sweep it as a GEMM (kernel view k = 1,
  * channel stride NR, c_steps*k*k contraction rows). It holds k*k times the
  * shift-reduce panel for the same item, which is why auto tries it last.
+ * The conv stride and dilation are the packer's address arithmetic, so it
+ * computes every layer; with conv groups a tile's rows are group after
+ * group, and a channel block contracts over its group's rows.
  */
 #include <stdio.h>
 #include <string.h>
@@ -25,7 +28,7 @@ static const char *cp_im2col_declines(const cp_layer *layer, const cp_cpu *cpu, 
 }
 
 static convpool_status cp_im2col_setup(const cp_layer *layer, const cp_cpu *cpu, cp_algo_setup *s) {
-  return cp_sr_setup_kernels(layer, cpu, layer->dtype, s);
+  return cp_sr_setup_kernels(layer, cpu, layer->dtype, 1, s);
 }
 
 static int cp_im2col_geometry(cp_plan *pl) {
@@ -39,8 +42,9 @@ static int cp_im2col_geometry(cp_plan *pl) {
   const size_t row_tiles = conv_rows * ((cw + nr - 1) / nr);
   ip->flat = flat_tiles < row_tiles;
   ip->tiles = ip->flat ? flat_tiles : row_tiles;
-  if (!cp_mul((size_t)s->c_steps, k * k, &n) || !cp_mul(n, nr, &n) ||
-      !cp_mul(n, ip->tiles, &ip->floats) || !cp_mul(ip->floats, es, &pl->panel_bytes))
+  if (!cp_mul((size_t)s->c_steps, (size_t)pl->groups, &n) || !cp_mul(n, k * k, &n) ||
+      !cp_mul(n, nr, &n) || !cp_mul(n, ip->tiles, &ip->floats) ||
+      !cp_mul(ip->floats, es, &pl->panel_bytes))
     return 0;
   pl->buf_row_ld = ip->flat ? cw : cp_round_up(cw, nr);
   pl->buf_cols = ip->flat ? ip->tiles * nr : conv_rows * pl->buf_row_ld;
@@ -54,20 +58,26 @@ static double cp_im2col_cost(const cp_plan *pl) {
 
 /*
  * The strip of an item: for each tile of NR conv positions of its conv
- * region (in the order of the tile buffer), B[s][i][j][n] = x[s][row + i -
- * pad_top][col + j - pad_left] for position n at (row, col); positions past
- * the item and inputs in the conv padding are zero.
+ * region (in the order of the tile buffer), B[s][i][j][n] = x[s][row*stride
+ * + i*dilation - pad_top][col*stride + j*dilation - pad_left] for position n
+ * at conv (row, col), s running over the channel steps of every conv group
+ * (group after group); positions past the item and inputs in the conv
+ * padding are zero. Only the groups of the item's channel blocks are
+ * written.
  */
 static const float *cp_im2col_pack_item(const cp_run *r, cp_item *it, float *strip) {
   const cp_plan *pl = r->pl;
   const cp_im2col_plan *ip = CP_ALGO_STATE(const cp_im2col_plan, pl->state);
   const cp_sr_setup *s = cp_sr_setup_of(pl->setup);
-  const size_t nr = (size_t)s->uk->nr, k = (size_t)pl->k, steps = (size_t)s->c_steps;
-  const size_t w = (size_t)pl->width, hw = (size_t)pl->height * w, cin = (size_t)pl->c_in;
+  const size_t nr = (size_t)s->uk->nr, k = (size_t)pl->k, group_steps = (size_t)s->c_steps;
+  const size_t w = (size_t)pl->width, hw = (size_t)pl->height * w;
   const size_t cpack = (size_t)s->uk->cpack, conv_rows = (size_t)it->ny, cw = (size_t)it->nx;
-  const size_t per_row = (cw + nr - 1) / nr;
-  const size_t plane0 = (size_t)it->b * cin * hw;
-  float *to = strip;
+  const size_t group_c_in = (size_t)(pl->c_in / pl->groups), per_row = (cw + nr - 1) / nr;
+  const size_t plane0 = (size_t)it->b * (size_t)pl->c_in * hw;
+  const size_t rows = (size_t)pl->groups * group_steps * k * k; /* of a tile */
+  const int64_t stride = pl->conv_stride, dil = pl->dilation, extent = pl->extent;
+  const size_t g0 = (size_t)cp_block_group(pl, it->cb0),
+               g1 = (size_t)cp_block_group(pl, it->cb1 - 1);
   for (size_t t = 0; t < ip->tiles; t++) {
     /* input row and column of (i, j) = (0, 0) for each position, and whether
        every (i, j) of the position lies inside the input */
@@ -82,45 +92,55 @@ static const float *cp_im2col_pack_item(const cp_run *r, cp_item *it, float *str
         row = t / per_row, col = (t % per_row) * nr + n;
       }
       valid[n] = row < conv_rows && col < cw;
-      iy[n] = it->y0 + (int64_t)row - pl->pad[CP_TOP];
-      ix[n] = it->x0 + (int64_t)col - pl->pad[CP_LEFT];
-      inside[n] = valid[n] && iy[n] >= 0 && iy[n] + (int64_t)k <= pl->height && ix[n] >= 0 &&
-                  ix[n] + (int64_t)k <= pl->width;
+      iy[n] = (it->y0 + (int64_t)row) * stride - pl->pad[CP_TOP];
+      ix[n] = (it->x0 + (int64_t)col) * stride - pl->pad[CP_LEFT];
+      inside[n] = valid[n] && iy[n] >= 0 && iy[n] + extent <= pl->height && ix[n] >= 0 &&
+                  ix[n] + extent <= pl->width;
       interior &= inside[n] || !valid[n];
     }
-    /* Common case: the valid positions are one run within a row, then padding. */
+    /* Common case: the valid positions are one run within a row (input
+       columns `stride` apart), then padding. */
     size_t run = 0;
     while (interior && run < nr && valid[run] && iy[run] == iy[0] &&
-           ix[run] == ix[0] + (int64_t)run)
+           ix[run] == ix[0] + (int64_t)run * stride)
       run++;
     int contiguous = interior;
     for (size_t n = run; n < nr; n++) contiguous &= !valid[n];
-    for (size_t s = 0; s < steps; s++)
-      for (size_t i = 0; i < k; i++)
-        for (size_t j = 0; j < k; j++, to += nr) {
-          const size_t at = plane0 + s * cpack * hw;
-          if (contiguous && run > 0 && cpack == 1) {
-            const size_t from = at + (size_t)(iy[0] + (int64_t)i) * w + (size_t)ix[0] + j;
-            if (r->widen != NULL)
-              r->widen((const uint16_t *)r->src + from, to, run);
-            else
-              memcpy(to, (const float *)r->src + from, run * sizeof(float));
-            memset(to + run, 0, (nr - run) * sizeof(float));
-            continue;
-          }
-          for (size_t n = 0; n < nr; n++) {
-            const int64_t y = iy[n] + (int64_t)i, x = ix[n] + (int64_t)j;
-            const int in = valid[n] && y >= 0 && y < pl->height && x >= 0 && x < pl->width;
-            const size_t from = in ? at + (size_t)y * w + (size_t)x : 0;
-            if (cpack == 2) {
-              const uint16_t *lo = (const uint16_t *)r->src;
-              ((uint32_t *)to)[n] =
-                  in ? lo[from] | (2 * s + 1 < cin ? (uint32_t)lo[from + hw] << 16 : 0u) : 0u;
-            } else {
-              to[n] = in ? cp_load_elem(pl->dtype, r->src, from) : 0.0f;
+    float *to = strip + (t * rows + g0 * group_steps * k * k) * nr;
+    for (size_t g = g0; g <= g1; g++)
+      for (size_t s = 0; s < group_steps; s++)
+        for (size_t i = 0; i < k; i++)
+          for (size_t j = 0; j < k; j++, to += nr) {
+            const size_t c = g * group_c_in + s * cpack; /* the step's (first) channel */
+            const size_t at = plane0 + c * hw;
+            const int64_t di = (int64_t)i * dil, dj = (int64_t)j * dil;
+            if (contiguous && run > 0 && cpack == 1) {
+              const size_t from = at + (size_t)(iy[0] + di) * w + (size_t)(ix[0] + dj);
+              if (stride == 1 && r->widen != NULL) {
+                r->widen((const uint16_t *)r->src + from, to, run);
+              } else if (stride == 1) {
+                memcpy(to, (const float *)r->src + from, run * sizeof(float));
+              } else {
+                for (size_t n = 0; n < run; n++)
+                  to[n] = cp_load_elem(pl->dtype, r->src, from + n * (size_t)stride);
+              }
+              memset(to + run, 0, (nr - run) * sizeof(float));
+              continue;
+            }
+            const int has_hi = cpack == 2 && s * cpack + 1 < group_c_in;
+            for (size_t n = 0; n < nr; n++) {
+              const int64_t y = iy[n] + di, x = ix[n] + dj;
+              const int in = valid[n] && y >= 0 && y < pl->height && x >= 0 && x < pl->width;
+              const size_t from = in ? at + (size_t)y * w + (size_t)x : 0;
+              if (cpack == 2) {
+                const uint16_t *lo = (const uint16_t *)r->src;
+                ((uint32_t *)to)[n] =
+                    in ? lo[from] | (has_hi ? (uint32_t)lo[from + hw] << 16 : 0u) : 0u;
+              } else {
+                to[n] = in ? cp_load_elem(pl->dtype, r->src, from) : 0.0f;
+              }
             }
           }
-        }
   }
   return strip;
 }
@@ -133,14 +153,16 @@ static void cp_im2col_compute_block(const cp_run *r, const cp_item *it, const fl
   const float *w = cp_sr_block_weights(r, cb);
   const cp_sr_ukernel_fn kernel = cp_sr_block_kernel(pl, cb);
   const size_t nr = (size_t)s->uk->nr, conv_rows = (size_t)it->ny;
-  const size_t kdim = (size_t)s->c_steps * (size_t)(pl->k * pl->k);
+  const size_t kdim = (size_t)s->c_steps * (size_t)(pl->k * pl->k); /* rows of a group */
+  const size_t rows = kdim * (size_t)pl->groups;                    /* of a tile */
   const size_t per_row = ((size_t)it->nx + nr - 1) / nr;
+  panel += (size_t)cp_block_group(pl, cb) * kdim * nr; /* the group's rows */
   for (size_t t = 0; t < ip->tiles; t++) {
     if (!ip->flat && t / per_row >= conv_rows) break;
     if (ip->flat && t * nr >= conv_rows * pl->buf_row_ld) break;
     float *tile =
         ip->flat ? buf + t * nr : buf + (t / per_row) * pl->buf_row_ld + (t % per_row) * nr;
-    kernel(panel + t * kdim * nr, nr, 0, kdim, 1, w, tile, pl->buf_cols);
+    kernel(panel + t * rows * nr, nr, 0, kdim, 1, w, tile, pl->buf_cols);
   }
 }
 
@@ -150,7 +172,8 @@ static void cp_im2col_describe(const cp_plan *pl, char *text, size_t capacity) {
   snprintf(sweep, sizeof sweep, "im2col strip of %zu tiles (%s); sweep %s", ip->tiles,
            cp_sr_setup_of(pl->setup)->uk->cpack == 2 ? "bf16 channel pairs" : "fp32",
            ip->flat ? "flat over rows (narrow rows)" : "per conv row");
-  cp_sr_describe_tile(pl, pl->conv_rows + pl->k - 1, sweep, text, capacity);
+  cp_sr_describe_tile(pl, (pl->conv_rows - 1) * pl->conv_stride + pl->extent, sweep, text,
+                      capacity);
 }
 
 const cp_algorithm cp_algorithm_im2col = {

@@ -4,8 +4,21 @@
  * rows of it, so the im2col happens in registers. Tiles run per conv row, or
  * flat over the rows when rows are narrow (fewer tiles; the columns that run
  * into the k-1 halo are computed and discarded).
+ *
+ * A conv stride s is split off the filter (space to depth, pack.h): the
+ * panel holds each input channel as min(s, k)^2 phase channels (rows and
+ * columns s apart), over which the same kernels run a stride-1 conv with a
+ * ceil(k/s) filter, the taps past k being zero. Those zero taps read inputs
+ * of the next window, and 0 * inf is NaN: where an item's panel holds an
+ * Inf or a NaN, the outputs the kernel made NaN are computed again by a
+ * loop over the filter's own taps (cp_sr_exact_block). Conv groups: each
+ * channel block contracts over its group's channels only, from the group's
+ * first panel channel. Dilation is declined: the kernels read the k taps of
+ * a filter row from consecutive panel columns.
  */
+#include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "sr-kernels.h"
 
@@ -20,49 +33,69 @@ CP_ALGO_STATE_FITS(cp_sr_setup);
 
 static const char *cp_sr_declines(const cp_layer *layer, const cp_cpu *cpu, char *why,
                                   size_t capacity) {
-  (void)layer, (void)cpu, (void)why, (void)capacity;
-  return NULL; /* every layer of the contract */
+  (void)cpu;
+  if (layer->dilation != 1) {
+    snprintf(why, capacity,
+             "shift-reduce reads a filter row's taps from consecutive input columns: dilation = "
+             "%lld is im2col's",
+             (long long)layer->dilation);
+    return why;
+  }
+  return NULL;
+}
+
+/* The blocked weights of the setup's kernels for the layer. */
+static cp_weight_blocks cp_sr_weight_blocks(const cp_layer *layer, const cp_sr_setup *s) {
+  cp_weight_blocks wb;
+  wb.c_out = layer->c_out, wb.c_in = layer->c_in, wb.k = layer->k;
+  wb.mr = (size_t)s->uk->mr, wb.mr_tail = (size_t)s->uk_tail->mr, wb.cpack = (size_t)s->uk->cpack;
+  wb.groups = layer->groups, wb.split = s->split;
+  return wb;
 }
 
 convpool_status cp_sr_setup_kernels(const cp_layer *layer, const cp_cpu *cpu, convpool_dtype dtype,
-                                    cp_algo_setup *setup) {
+                                    int64_t split, cp_algo_setup *setup) {
   cp_sr_setup *s = CP_ALGO_STATE(cp_sr_setup, setup->state);
   s->uk = dtype == CONVPOOL_BFLOAT16 ? cp_sr_ukernel_select(CONVPOOL_BFLOAT16, cpu->isa) : NULL;
   if (s->uk == NULL) s->uk = cp_sr_ukernel_select(CONVPOOL_FLOAT32, cpu->isa);
   if (s->uk == NULL)
     return cp_fail(CONVPOOL_UNSUPPORTED, "no %s kernel for isa %s",
                    convpool_dtype_name(layer->dtype), cp_isa_name(cpu->isa));
-  s->uk_tail = cp_sr_ukernel_tail(s->uk, (int)(layer->c_out % s->uk->mr));
-  s->c_steps = (layer->c_in + s->uk->cpack - 1) / s->uk->cpack;
+  s->uk_tail = cp_sr_ukernel_tail(s->uk, (int)(layer->c_out / layer->groups % s->uk->mr));
+  s->split = split > 1 ? split : 1;
+  s->phases = cp_split_phases(layer->k, s->split);
+  s->k = cp_split_k(layer->k, s->split);
+  s->layer_k = layer->k;
+  s->zero_taps = s->phases * s->k > layer->k;
   setup->co_block = s->uk->mr;
   setup->positions = s->uk->nr;
   setup->isa = s->uk->isa;
   setup->kernel = s->uk->name;
-  const cp_weight_blocks wb = {
-      layer->c_out,           layer->c_in,         layer->k, (size_t)s->uk->mr,
-      (size_t)s->uk_tail->mr, (size_t)s->uk->cpack};
-  if (!cp_size_weights_blocked(&wb, &setup->packed_weight_bytes, &s->weight_block_bytes))
+  const cp_weight_blocks wb = cp_sr_weight_blocks(layer, s);
+  size_t channels; /* of one group, phase channels included */
+  if (!cp_mul((size_t)(layer->c_in / layer->groups), (size_t)(s->phases * s->phases), &channels) ||
+      channels > (size_t)INT64_MAX ||
+      !cp_size_weights_blocked(&wb, &setup->packed_weight_bytes, &s->weight_block_bytes))
     return cp_fail(CONVPOOL_INVALID_ARGUMENT,
                    "weights [%lld, %lld, %lld, %lld] have a byte count that overflows",
-                   (long long)layer->c_out, (long long)layer->c_in, (long long)layer->k,
-                   (long long)layer->k);
+                   (long long)layer->c_out, (long long)(layer->c_in / layer->groups),
+                   (long long)layer->k, (long long)layer->k);
+  s->c_steps = (int64_t)((channels + (size_t)s->uk->cpack - 1) / (size_t)s->uk->cpack);
   return CONVPOOL_SUCCESS;
 }
 
 void cp_sr_pack_weights(const cp_layer *layer, const cp_algo_setup *setup, const void *weights,
                         float *packed) {
-  const cp_sr_setup *s = cp_sr_setup_of(setup);
-  const cp_weight_blocks wb = {
-      layer->c_out,           layer->c_in,         layer->k, (size_t)s->uk->mr,
-      (size_t)s->uk_tail->mr, (size_t)s->uk->cpack};
+  const cp_weight_blocks wb = cp_sr_weight_blocks(layer, cp_sr_setup_of(setup));
   cp_pack_weights_blocked(layer->dtype, weights, &wb, packed);
 }
 
 /* Panels are fp32 for every dtype, so one kernel family serves them all;
-   bfloat16 uses its pair dot-product kernels where the CPU has them. */
+   bfloat16 uses its pair dot-product kernels where the CPU has them. A conv
+   stride is split off the filter. */
 static convpool_status cp_sr_setup_layer(const cp_layer *layer, const cp_cpu *cpu,
                                          cp_algo_setup *s) {
-  return cp_sr_setup_kernels(layer, cpu, layer->dtype, s);
+  return cp_sr_setup_kernels(layer, cpu, layer->dtype, layer->conv_stride, s);
 }
 
 void cp_sr_item_units(const cp_plan *pl, int64_t *rows, int64_t *cols) {
@@ -72,8 +105,9 @@ void cp_sr_item_units(const cp_plan *pl, int64_t *rows, int64_t *cols) {
 
 double cp_sr_cost(const cp_plan *pl, size_t tiles, size_t floats) {
   const cp_sr_setup *s = cp_sr_setup_of(pl->setup);
-  const double lanes = (double)tiles * s->uk->nr * (double)s->c_steps * (double)(pl->k * pl->k) *
-                       (double)((pl->co_blocks - 1) * s->uk->mr + s->uk_tail->mr);
+  const double lanes = (double)tiles * s->uk->nr * (double)s->c_steps * (double)(s->k * s->k) *
+                       (double)pl->groups *
+                       (double)((pl->group_co_blocks - 1) * s->uk->mr + s->uk_tail->mr);
   const double copy = pl->cfg->copy_cost * (double)floats;
   return (lanes + copy) /
          ((double)pl->group * (double)pl->col_block * (double)pl->stride * (double)pl->stride);
@@ -82,7 +116,7 @@ double cp_sr_cost(const cp_plan *pl, size_t tiles, size_t floats) {
 static int cp_sr_geometry(cp_plan *pl) {
   cp_sr_plan *sp = CP_ALGO_STATE(cp_sr_plan, pl->state);
   const cp_sr_setup *s = cp_sr_setup_of(pl->setup);
-  const size_t nr = (size_t)s->uk->nr, mr = (size_t)s->uk->mr, k = (size_t)pl->k;
+  const size_t nr = (size_t)s->uk->nr, mr = (size_t)s->uk->mr, k = (size_t)s->k;
   const size_t es = sizeof(float), line = CP_CACHE_LINE / sizeof(float);
   const size_t conv_rows = (size_t)pl->conv_rows, cw = (size_t)pl->conv_cols;
   size_t rows, ld, cs, n;
@@ -93,7 +127,9 @@ static int cp_sr_geometry(cp_plan *pl) {
      streams over every L1 set instead of piling them on a few. */
   cs = cp_round_up(cs, line);
   if ((cs / line) % 2 == 0) cs += line;
-  if (!cp_mul((size_t)s->c_steps, cs, &n) || !cp_add(n, 2 * nr, &n)) return 0;
+  if (!cp_mul((size_t)s->c_steps, (size_t)pl->groups, &n) || !cp_mul(n, cs, &n) ||
+      !cp_add(n, 2 * nr, &n))
+    return 0;
   sp->panel.ld = ld, sp->panel.cs = cs, sp->panel.floats = n;
   if (!cp_mul(n, es, &pl->panel_bytes)) return 0;
   const size_t flat_len = (conv_rows - 1) * ld + cw;
@@ -111,14 +147,78 @@ static double cp_sr_plan_cost(const cp_plan *pl) {
   return cp_sr_cost(pl, sp->tiles, sp->panel.floats);
 }
 
+/* The panel of the conv groups of the item's channel blocks: conv row y0
+   reads input row y0 * stride - pad (phase 0). */
 static const float *cp_sr_pack_item(const cp_run *r, cp_item *it, float *panel) {
   const cp_plan *pl = r->pl;
   const cp_sr_plan *sp = CP_ALGO_STATE(const cp_sr_plan, pl->state);
-  const size_t k = (size_t)pl->k;
+  const size_t k = (size_t)cp_sr_setup_of(pl->setup)->k;
+  const size_t steps = (size_t)cp_sr_setup_of(pl->setup)->c_steps;
   const cp_panel_src src = cp_panel_src_of(r, it->b);
-  cp_pack_panel(&src, it->y0 - pl->pad[CP_TOP], (size_t)it->ny + k - 1, it->x0 - pl->pad[CP_LEFT],
-                (size_t)it->nx + k - 1, &sp->panel, panel);
+  const size_t step0 = (size_t)cp_block_group(pl, it->cb0) * steps;
+  const size_t step1 = (size_t)(cp_block_group(pl, it->cb1 - 1) + 1) * steps;
+  cp_pack_panel_steps(&src, it->y0 * pl->conv_stride - pl->pad[CP_TOP], (size_t)it->ny + k - 1,
+                      it->x0 * pl->conv_stride - pl->pad[CP_LEFT], (size_t)it->nx + k - 1, step0,
+                      step1, &sp->panel, panel);
+  if (cp_sr_setup_of(pl->setup)->zero_taps)
+    it->flags = (unsigned)cp_has_nonfinite(panel + step0 * sp->panel.cs,
+                                           (step1 - step0) * sp->panel.cs, src.cpack);
   return panel;
+}
+
+/* A panel element of channel step t, half h, as fp32. */
+static inline float cp_sr_panel_value(const float *at, size_t h, size_t cpack) {
+  if (cpack == 1) return *at;
+  uint32_t bits = (*(const uint32_t *)(const void *)at >> (16 * h)) << 16;
+  float v;
+  memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
+/*
+ * Outputs of channel block cb over the item that the kernel made NaN,
+ * computed again as a loop over the taps of the layer's filter only (the
+ * split's zero taps skipped), for an item whose panel holds an Inf or a NaN:
+ * a zero tap reading one of them gives NaN (0 * inf) outside its window,
+ * and every output it reached is NaN. The loop keeps the kernel's order of
+ * sums and its rounding (one FMA per term where the ISA has one; bf16 pairs
+ * odd channel first, as vdpbf16ps), and a zero tap adds an exact zero to a
+ * finite sum, so an output is the kernel's whatever the item: results stay
+ * the same for every thread count.
+ */
+static void cp_sr_exact_block(const cp_plan *pl, const cp_item *it, const float *panel, int64_t cb,
+                              const float *w, float *buf) {
+  const cp_sr_plan *sp = CP_ALGO_STATE(const cp_sr_plan, pl->state);
+  const cp_sr_setup *s = cp_sr_setup_of(pl->setup);
+  const size_t k = (size_t)s->k, taps = k * k, ph = (size_t)s->phases, split = (size_t)s->split;
+  const size_t cpack = (size_t)s->uk->cpack, steps = (size_t)s->c_steps;
+  const size_t channels_in = (size_t)(pl->c_in / pl->groups) * ph * ph;
+  const size_t ld = sp->panel.ld, cs = sp->panel.cs, layer_k = (size_t)s->layer_k;
+  const size_t mr = (size_t)((cb + 1) % pl->group_co_blocks == 0 ? s->uk_tail->mr : s->uk->mr);
+  const int fused = s->uk->isa != CP_ISA_SCALAR; /* the portable kernel multiplies, then adds */
+  size_t co0, channels;
+  cp_block_channels(pl, cb, &co0, &channels);
+  for (size_t m = 0; m < channels; m++)
+    for (size_t y = 0; y < (size_t)it->ny; y++)
+      for (size_t x = 0; x < (size_t)it->nx; x++) {
+        float *out = &buf[m * pl->buf_cols + y * pl->buf_row_ld + x];
+        if (*out == *out) continue; /* not NaN: no zero tap reached a non-finite input */
+        float acc = 0.0f;
+        for (size_t t = 0; t < steps; t++)
+          for (size_t a = 0; a < k; a++)
+            for (size_t b = 0; b < k; b++)
+              for (size_t hh = 0; hh < cpack; hh++) {
+                const size_t h = cpack - 1 - hh; /* pairs: the odd channel first */
+                const size_t u = t * cpack + h;  /* the phase channel */
+                if (u >= channels_in || u / ph % ph + split * a >= layer_k ||
+                    u % ph + split * b >= layer_k)
+                  continue; /* a zero tap */
+                const float wv = cp_sr_panel_value(&w[(t * taps + a * k + b) * mr + m], h, cpack);
+                const float xv = cp_sr_panel_value(&panel[t * cs + (y + a) * ld + x + b], h, cpack);
+                acc = fused ? fmaf(wv, xv, acc) : acc + wv * xv;
+              }
+        *out = acc;
+      }
 }
 
 static void cp_sr_compute_block(const cp_run *r, const cp_item *it, const float *panel, int64_t cb,
@@ -129,7 +229,8 @@ static void cp_sr_compute_block(const cp_run *r, const cp_item *it, const float 
   const float *w = cp_sr_block_weights(r, cb);
   const cp_sr_ukernel_fn kernel = cp_sr_block_kernel(pl, cb);
   const size_t nr = (size_t)s->uk->nr, ld = sp->panel.ld, conv_rows = (size_t)it->ny;
-  const size_t cs = sp->panel.cs, steps = (size_t)s->c_steps, k = (size_t)pl->k;
+  const size_t cs = sp->panel.cs, steps = (size_t)s->c_steps, k = (size_t)s->k;
+  panel += (size_t)cp_block_group(pl, cb) * steps * cs; /* the group's channels */
   if (sp->flat) {
     const size_t len = (conv_rows - 1) * ld + (size_t)it->nx;
     for (size_t t = 0; t < len; t += nr)
@@ -139,27 +240,38 @@ static void cp_sr_compute_block(const cp_run *r, const cp_item *it, const float 
       for (size_t t = 0; t < (size_t)it->nx; t += nr)
         kernel(panel + y * ld + t, cs, ld, steps, k, w, buf + y * pl->buf_row_ld + t, pl->buf_cols);
   }
+  if (it->flags) cp_sr_exact_block(pl, it, panel, cb, w, buf);
 }
 
 void cp_sr_describe_tile(const cp_plan *pl, int64_t input_rows, const char *sweep, char *text,
                          size_t capacity) {
   const cp_sr_setup *s = cp_sr_setup_of(pl->setup);
+  char groups[96] = "";
+  if (pl->groups > 1)
+    snprintf(groups, sizeof groups, " in %lld conv groups of %lld", (long long)pl->groups,
+             (long long)pl->group_co_blocks);
   snprintf(text, capacity,
-           "register tile  %d output channels x %d positions; %lld channel blocks (last: %s)\n"
+           "register tile  %d output channels x %d positions; %lld channel blocks%s (last: %s)\n"
            "panel          %lld pooled rows x %lld pooled columns: conv %lld rows (%lld input "
            "rows) x %lld columns x %lld channels, %s\n",
-           s->uk->mr, s->uk->nr, (long long)pl->co_blocks, s->uk_tail->name, (long long)pl->group,
-           (long long)pl->col_block, (long long)pl->conv_rows, (long long)input_rows,
-           (long long)pl->conv_cols, (long long)pl->c_in, sweep);
+           s->uk->mr, s->uk->nr, (long long)pl->co_blocks, groups, s->uk_tail->name,
+           (long long)pl->group, (long long)pl->col_block, (long long)pl->conv_rows,
+           (long long)input_rows, (long long)pl->conv_cols, (long long)pl->c_in, sweep);
 }
 
 static void cp_sr_describe(const cp_plan *pl, char *text, size_t capacity) {
   const cp_sr_plan *sp = CP_ALGO_STATE(const cp_sr_plan, pl->state);
-  char sweep[128];
-  snprintf(sweep, sizeof sweep, "%s; sweep %s",
-           cp_sr_setup_of(pl->setup)->uk->cpack == 2 ? "bf16 channel pairs" : "fp32",
-           sp->flat ? "flat over rows (narrow rows)" : "per conv row");
-  cp_sr_describe_tile(pl, pl->conv_rows + pl->k - 1, sweep, text, capacity);
+  const cp_sr_setup *s = cp_sr_setup_of(pl->setup);
+  char sweep[256], split[128] = "";
+  if (s->split > 1)
+    snprintf(split, sizeof split,
+             "; stride %lld split into %lld phase channels per channel, a %lldx%lld filter",
+             (long long)s->split, (long long)(s->phases * s->phases), (long long)s->k,
+             (long long)s->k);
+  snprintf(sweep, sizeof sweep, "%s%s; sweep %s", s->uk->cpack == 2 ? "bf16 channel pairs" : "fp32",
+           split, sp->flat ? "flat over rows (narrow rows)" : "per conv row");
+  cp_sr_describe_tile(pl, (pl->conv_rows - 1) * pl->conv_stride + pl->extent, sweep, text,
+                      capacity);
 }
 
 const cp_algorithm cp_algorithm_sr = {

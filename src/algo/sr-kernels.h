@@ -14,20 +14,27 @@
 
 /*
  * The shift-reduce kernels' setup (shift-reduce.c), which im2col and
- * Winograd build on: the main kernel, the kernel of the last channel block,
- * and the weights in channel blocks for them (pack.h).
+ * Winograd build on: the main kernel, the kernel of each conv group's last
+ * channel block, and the weights in channel blocks for them (pack.h), with
+ * the conv stride split off the filter or not (`split`, pack.h).
  */
 typedef struct cp_sr_setup {
   const cp_sr_ukernel *uk;      /* main microkernel */
-  const cp_sr_ukernel *uk_tail; /* kernel of the last channel block (may be uk) */
-  int64_t c_steps;              /* contraction steps over channels: c_in / uk->cpack */
+  const cp_sr_ukernel *uk_tail; /* kernel of a group's last channel block (may be uk) */
+  int64_t c_steps;              /* contraction steps over the channels of one conv group:
+                                   c_in / groups (x phases^2) / uk->cpack */
+  int64_t k;                    /* the filter the kernels see: k, or cp_split_k */
+  int64_t split, phases;        /* the conv stride split off the filter (1: none) */
+  int64_t layer_k;              /* the layer's filter */
+  int zero_taps;                /* the split filter has taps past layer_k (k % split != 0) */
   size_t weight_block_bytes;    /* bytes of one channel block of the blocked weights */
 } cp_sr_setup;
 
 /* Choose the shift-reduce kernels of `dtype` (falling back to float32) for
-   the layer and size their blocked weights. */
+   the layer and size their blocked weights; split > 1 splits the conv
+   stride off the filter (pack.h; only the layer's conv stride or 1). */
 convpool_status cp_sr_setup_kernels(const cp_layer *layer, const cp_cpu *cpu, convpool_dtype dtype,
-                                    cp_algo_setup *setup);
+                                    int64_t split, cp_algo_setup *setup);
 
 static inline const cp_sr_setup *cp_sr_setup_of(const cp_algo_setup *setup) {
   return CP_ALGO_STATE(const cp_sr_setup, setup->state);
@@ -49,10 +56,11 @@ double cp_sr_cost(const cp_plan *pl, size_t tiles, size_t floats);
 void cp_sr_describe_tile(const cp_plan *pl, int64_t input_rows, const char *sweep, char *text,
                          size_t capacity);
 
-/* The kernel of channel block cb and its weights. */
+/* The kernel of channel block cb (the tail kernel for a conv group's last
+   block) and its weights. */
 static inline cp_sr_ukernel_fn cp_sr_block_kernel(const cp_plan *pl, int64_t cb) {
   const cp_sr_setup *s = cp_sr_setup_of(pl->setup);
-  return cb + 1 == pl->co_blocks ? s->uk_tail->fn : s->uk->fn;
+  return (cb + 1) % pl->group_co_blocks == 0 ? s->uk_tail->fn : s->uk->fn;
 }
 static inline const float *cp_sr_block_weights(const cp_run *r, int64_t cb) {
   return r->packed +
@@ -62,12 +70,15 @@ static inline const float *cp_sr_block_weights(const cp_run *r, int64_t cb) {
 /* The source of an item's panel (pack.h): image b of the run's src. */
 static inline cp_panel_src cp_panel_src_of(const cp_run *r, int64_t b) {
   const cp_plan *pl = r->pl;
+  const cp_sr_setup *sr = cp_sr_setup_of(pl->setup);
   cp_panel_src s;
   s.image = r->src +
             (size_t)b * (size_t)pl->c_in * (size_t)pl->height * (size_t)pl->width * pl->elem_size;
   s.elem_size = pl->elem_size;
   s.c_in = pl->c_in, s.height = pl->height, s.width = pl->width;
-  s.cpack = (size_t)cp_sr_setup_of(pl->setup)->uk->cpack;
+  s.groups = pl->groups, s.split = sr->split, s.phases = sr->phases;
+  s.group_steps = (size_t)sr->c_steps;
+  s.cpack = (size_t)sr->uk->cpack;
   s.widen = r->widen;
   s.ahead_rows = (size_t)pl->cfg->pack_ahead_rows;
   return s;

@@ -42,6 +42,18 @@ static const char *cp_wino_declines(const cp_layer *layer, const cp_cpu *cpu, ch
              (long long)layer->k);
     return why;
   }
+  if (layer->conv_stride != 1 || layer->dilation != 1) {
+    snprintf(why, capacity,
+             "Winograd F(4x4,3x3) computes stride 1 and dilation 1 only (stride = %lld, "
+             "dilation = %lld)",
+             (long long)layer->conv_stride, (long long)layer->dilation);
+    return why;
+  }
+  if (layer->groups != 1) {
+    snprintf(why, capacity, "Winograd F(4x4,3x3) computes groups = 1 only (groups = %lld)",
+             (long long)layer->groups);
+    return why;
+  }
   return NULL;
 }
 
@@ -50,7 +62,7 @@ static const char *cp_wino_declines(const cp_layer *layer, const cp_cpu *cpu, ch
    flag per channel block. */
 static convpool_status cp_wino_setup_layer(const cp_layer *layer, const cp_cpu *cpu,
                                            cp_algo_setup *s) {
-  const convpool_status st = cp_sr_setup_kernels(layer, cpu, CONVPOOL_FLOAT32, s);
+  const convpool_status st = cp_sr_setup_kernels(layer, cpu, CONVPOOL_FLOAT32, 1, s);
   if (st != CONVPOOL_SUCCESS) return st;
   cp_wino_setup *ws = CP_ALGO_STATE(cp_wino_setup, s->state);
   const size_t mr = (size_t)ws->sr.uk->mr, blocks = ((size_t)layer->c_out + mr - 1) / mr;

@@ -8,6 +8,28 @@ static inline float cp_maxf(float a, float b) {
   return (a > b || a != a) ? a : b;
 }
 
+/* The column maxima of a window's rows into m, each value v the conv
+   output (+ a non-finite bias b) + the residual r: (v + b) + r, torch's
+   order. */
+static void cp_colmax_residual(const cp_epilogue_params *p, const cp_pool_row *row, int add_first,
+                               float b, float *m) {
+  const size_t cols = row->cols, ld = row->ld;
+  float *widened = row->tmp + cols + row->n;
+  for (size_t a = 0; a < row->rows; a++) {
+    const float *v = row->src + a * ld, *r;
+    if (p->res_widen != NULL) {
+      p->res_widen((const uint16_t *)row->res + a * row->res_ld, widened, cols);
+      r = widened;
+    } else {
+      r = (const float *)row->res + a * row->res_ld;
+    }
+    for (size_t x = 0; x < cols; x++) {
+      const float s = (add_first ? v[x] + b : v[x]) + r[x];
+      m[x] = a == 0 ? s : cp_maxf(m[x], s);
+    }
+  }
+}
+
 /* Rows of the window first (column maxima), then the columns of each window,
    so each conv output is read once; then bias, clamp and the store. */
 void cp_epilogue_row_portable(const cp_epilogue_params *p, const cp_pool_row *row,
@@ -20,7 +42,10 @@ void cp_epilogue_row_portable(const cp_epilogue_params *p, const cp_pool_row *ro
      max(v + b)); a finite one after it. */
   const int add_first = bias != NULL && p->bias_first;
   const float b = add_first ? *bias : 0.0f;
-  if (row->rows > 1 || add_first) {
+  if (row->res != NULL) {
+    cp_colmax_residual(p, row, add_first, b, row->tmp);
+    colmax = row->tmp;
+  } else if (row->rows > 1 || add_first) {
     float *m = row->tmp;
     for (size_t x = 0; x < cols; x++) m[x] = add_first ? src[x] + b : src[x];
     for (size_t a = 1; a < row->rows; a++)
@@ -57,7 +82,7 @@ void cp_epilogue_row_portable(const cp_epilogue_params *p, const cp_pool_row *ro
 
 void cp_epilogue_select(cp_epilogue *e, cp_isa isa) {
   const cp_epilogue_params *p = &e->params;
-  const int plain = !p->bias_first && p->stride == p->pool;
+  const int plain = !p->bias_first && !p->residual && p->stride == p->pool;
   e->row = cp_epilogue_row_portable;
   e->name = "portable";
   if (plain && isa >= CP_ISA_AVX512 && p->pool == 1) {

@@ -2,17 +2,20 @@
  * The epilogue: what happens to the conv output of a channel block once it
  * is in the tile buffer. For each output channel and pooled row:
  *
- *   dst[t] = store(clamp(max_{a < P, b < P} src[a*ld + t*S + b] + bias, min, max))
+ *   dst[t] = store(clamp(max_{a < P, b < P} (src[a*ld + t*S + b] + res[a*res_ld + t*S + b])
+ *                        + bias, min, max))
  *
- * for t < n, with window P, stride S, the channel's bias (or none), the
- * activation clamp [min, max] (+-inf: none; NaN stays NaN) and the store
- * of the output dtype (fp32, or IEEE half / bfloat16 rounded to nearest
- * even). The max propagates NaN: a NaN anywhere in a window gives NaN.
- * Because the clamp is monotone, clamp(max(v) + b) = max(clamp(v + b)).
+ * for t < n, with window P, stride S, the layer's residual (or none), the
+ * channel's bias (or none), the activation clamp [min, max] (+-inf: none;
+ * NaN stays NaN) and the store of the output dtype (fp32, or IEEE half /
+ * bfloat16 rounded to nearest even). The max propagates NaN: a NaN anywhere
+ * in a window gives NaN. Because the clamp is monotone, clamp(max(v) + b) =
+ * max(clamp(v + b)).
  *
  * Adding the bias after the max is exact for a finite bias; for a bias of
- * +-inf or NaN the params ask for bias_first (max(v + b) over the window, as
- * torch computes it), which only the portable row implements.
+ * +-inf or NaN the params ask for bias_first (max((v + b) + r) over the
+ * window, as torch computes it), which only the portable row implements, as
+ * it alone adds a residual.
  *
  * A row function computes one pooled output row; it is chosen once per
  * operator by cp_epilogue_select, like the microkernels: vector versions for
@@ -29,13 +32,15 @@
 typedef enum cp_store_kind { CP_STORE_F32 = 0, CP_STORE_F16 = 1, CP_STORE_BF16 = 2 } cp_store_kind;
 
 typedef struct cp_epilogue_params {
-  size_t pool;         /* window P x P */
-  size_t stride;       /* window stride S */
-  const float *bias;   /* per output channel, or NULL for none */
-  int bias_first;      /* add the bias before the max (a bias is not finite) */
-  float min, max;      /* activation clamp; -inf, +inf for none */
-  cp_store_kind store; /* dtype of dst */
-  cp_narrow_fn narrow; /* fp32 -> 16-bit rows for the portable store; NULL for fp32 */
+  size_t pool;           /* window P x P */
+  size_t stride;         /* window stride S */
+  const float *bias;     /* per output channel, or NULL for none */
+  int bias_first;        /* add the bias before the max (a bias is not finite) */
+  float min, max;        /* activation clamp; -inf, +inf for none */
+  cp_store_kind store;   /* dtype of dst */
+  cp_narrow_fn narrow;   /* fp32 -> 16-bit rows for the portable store; NULL for fp32 */
+  int residual;          /* the layer adds a residual: rows come with one */
+  cp_widen_fn res_widen; /* 16-bit residual -> fp32 rows; NULL for fp32 */
 } cp_epilogue_params;
 
 /* One pooled row's windows in the tile buffer: the window rows inside the
@@ -44,15 +49,19 @@ typedef struct cp_epilogue_params {
 typedef struct cp_pool_row {
   const float *src; /* the first window row (rows ld apart); read only: windows may overlap */
   size_t ld;
-  size_t rows; /* window rows inside the conv output (<= P) */
-  size_t cols; /* conv columns of the buffer row */
-  size_t off;  /* padding columns before buffer column 0 in the first window */
-  size_t n;    /* pooled outputs */
-  float *tmp;  /* scratch of cols + n floats */
+  size_t rows;     /* window rows inside the conv output (<= P) */
+  size_t cols;     /* conv columns of the buffer row */
+  size_t off;      /* padding columns before buffer column 0 in the first window */
+  size_t n;        /* pooled outputs */
+  float *tmp;      /* scratch of cols + n floats (2 * cols + n with a residual) */
+  const void *res; /* the residual at buffer column 0 of the first window row, in the
+                      dtype of dst (rows res_ld elements apart); NULL: none */
+  size_t res_ld;
 } cp_pool_row;
 
 /* One pooled row; bias is the channel's bias or NULL. A vector row function
-   may assume a full row: rows = P, off = 0, n*S + P - S <= cols. */
+   may assume a full row: rows = P, off = 0, n*S + P - S <= cols, and no
+   residual. */
 typedef void (*cp_epilogue_row_fn)(const cp_epilogue_params *p, const cp_pool_row *row,
                                    const float *bias, void *dst);
 

@@ -11,10 +11,10 @@
  *    line with no control character below 0x20 (no newline, carriage return
  *    or escape: it is printed as the CLI's single stderr line),
  *    and small capacities (0 .. 16) are respected byte for byte;
- *  - on 0: every integer (the padding and pool_padding items and pool_stride
- *    included) is in 0 .. 2^62 and, unless 0, appears in the input as a
- *    maximal run of decimal digits (no silent wrap-around); bias and
- *    ceil_mode are 0 or 1; the activation is
+ *  - on 0: every integer (the padding and pool_padding items, pool_stride,
+ *    stride, dilation and groups included) is in 0 .. 2^62 and, unless 0,
+ *    appears in the input as a maximal run of decimal digits (no silent
+ *    wrap-around); bias, ceil_mode and residual are 0 or 1; the activation is
  *    none, relu or clamp, a clamp's bounds are finite floats and the others'
  *    are 0; dtype is a NUL-terminated string; and cp_meta_format ->
  *    cp_meta_parse gives the same values back, clamp bounds bit for bit
@@ -79,7 +79,8 @@ static int same_meta(const cp_meta *a, const cp_meta *b) {
          memcmp(&a->clamp_max, &b->clamp_max, sizeof a->clamp_max) == 0 &&
          a->pool_stride == b->pool_stride &&
          memcmp(a->pool_padding, b->pool_padding, sizeof a->pool_padding) == 0 &&
-         a->ceil_mode == b->ceil_mode;
+         a->ceil_mode == b->ceil_mode && a->stride == b->stride && a->dilation == b->dilation &&
+         a->groups == b->groups && a->residual == b->residual;
 }
 
 /* Is f a finite float (no libm)? */
@@ -113,17 +114,47 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       FUZZ_ASSERT((unsigned char)*p >= 0x20, "the reason contains control byte 0x%02x: \"%s\"",
                   (unsigned char)*p, err);
   } else {
-    const int64_t ints[17] = {
-        m.batch,           m.in_channels,    m.out_channels, m.height,          m.width,
-        m.filter,          m.pool,           m.seed,         m.padding[0],      m.padding[1],
-        m.padding[2],      m.padding[3],     m.pool_stride,  m.pool_padding[0], m.pool_padding[1],
-        m.pool_padding[2], m.pool_padding[3]};
-    static const char *const names[17] = {
-        "batch",           "in_channels",    "out_channels", "height",          "width",
-        "filter",          "pool",           "seed",         "padding[0]",      "padding[1]",
-        "padding[2]",      "padding[3]",     "pool_stride",  "pool_padding[0]", "pool_padding[1]",
-        "pool_padding[2]", "pool_padding[3]"};
-    for (int i = 0; i < 17; i++) {
+    const int64_t ints[20] = {m.batch,
+                              m.in_channels,
+                              m.out_channels,
+                              m.height,
+                              m.width,
+                              m.filter,
+                              m.pool,
+                              m.seed,
+                              m.padding[0],
+                              m.padding[1],
+                              m.padding[2],
+                              m.padding[3],
+                              m.pool_stride,
+                              m.pool_padding[0],
+                              m.pool_padding[1],
+                              m.pool_padding[2],
+                              m.pool_padding[3],
+                              m.stride,
+                              m.dilation,
+                              m.groups};
+    static const char *const names[20] = {"batch",
+                                          "in_channels",
+                                          "out_channels",
+                                          "height",
+                                          "width",
+                                          "filter",
+                                          "pool",
+                                          "seed",
+                                          "padding[0]",
+                                          "padding[1]",
+                                          "padding[2]",
+                                          "padding[3]",
+                                          "pool_stride",
+                                          "pool_padding[0]",
+                                          "pool_padding[1]",
+                                          "pool_padding[2]",
+                                          "pool_padding[3]",
+                                          "stride",
+                                          "dilation",
+                                          "groups"};
+    for (int i = 0; i < 20; i++) {
       FUZZ_ASSERT(ints[i] >= 0 && ints[i] <= ((int64_t)1 << 62), "%s = %lld out of range", names[i],
                   (long long)ints[i]);
       if (i < 7 || ints[i] != 0) /* the optional keys: 0 when absent */
@@ -133,6 +164,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     FUZZ_ASSERT(m.bias == 0 || m.bias == 1, "bias = %d", m.bias);
     FUZZ_ASSERT(m.ceil_mode == 0 || m.ceil_mode == 1, "ceil_mode = %d", m.ceil_mode);
+    FUZZ_ASSERT(m.residual == 0 || m.residual == 1, "residual = %d", m.residual);
     FUZZ_ASSERT(m.activation == CP_META_ACT_NONE || m.activation == CP_META_ACT_RELU ||
                     m.activation == CP_META_ACT_CLAMP,
                 "activation = %d", m.activation);

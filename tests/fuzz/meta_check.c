@@ -10,7 +10,8 @@
  * CLASS is ok, syntax (not JSON), invalid (JSON, not a valid meta.json) or
  * limit (nested deeper than CP_META_MAX_DEPTH); DETAIL is the values read
  * (ok: "dtype=float32 batch=2 ... bias=1 seed=0 padding=0,0,0,0 activation=none
- * pool_stride=0 pool_padding=0,0,0,0 ceil_mode=0"; a clamp as
+ * pool_stride=0 pool_padding=0,0,0,0 ceil_mode=0 stride=0 dilation=0 groups=0 residual=0"; a
+ * clamp as
  * "activation=clamp:MIN,MAX" with %.9g bounds) or the message. Used by meta_differential.py
  * to compare the parser with Python's json module. Exit status 0 when every
  * file could be read.
@@ -81,9 +82,11 @@ static void classify(const char *name, const char *text, size_t len) {
       printf(" activation=%s", m.activation == CP_META_ACT_RELU   ? "relu"
                                : m.activation == CP_META_ACT_NONE ? "none"
                                                                   : "unknown");
-    printf(" pool_stride=%lld pool_padding=%lld,%lld,%lld,%lld ceil_mode=%d\n",
+    printf(" pool_stride=%lld pool_padding=%lld,%lld,%lld,%lld ceil_mode=%d",
            (long long)m.pool_stride, (long long)m.pool_padding[0], (long long)m.pool_padding[1],
            (long long)m.pool_padding[2], (long long)m.pool_padding[3], m.ceil_mode);
+    printf(" stride=%lld dilation=%lld groups=%lld residual=%d\n", (long long)m.stride,
+           (long long)m.dilation, (long long)m.groups, m.residual);
   } else {
     print_escaped(err);
     putchar('\n');

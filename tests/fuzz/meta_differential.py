@@ -19,8 +19,9 @@ meta.json is checked again here, independently (an object; dtype a string of
 printable ASCII of at most 15 bytes; bias true/false; the integer keys
 integers in 0..2^62 without fraction or exponent; each known key once; all
 but seed and the layer keys present; the layer keys: padding and pool_padding
-arrays of exactly 4 such integers, pool_stride such an integer >= 1,
-ceil_mode true/false, activation "none", "relu", "relu6" or an object whose
+arrays of exactly 4 such integers, pool_stride, stride, dilation and groups
+such an integer >= 1, ceil_mode and residual true/false, activation "none",
+"relu", "relu6" or an object whose
 only member is "clamp": an array of exactly 2 numbers, each rounding to a
 finite float32), and must match ok/invalid, with the same values for ok.
 
@@ -41,7 +42,9 @@ META_H = os.path.join(HERE, "..", "..", "cli", "meta.h")
 MAX_DEPTH = int(re.search(r"CP_META_MAX_DEPTH = (\d+)", open(META_H).read()).group(1))
 BOM = b"\xef\xbb\xbf"
 INT_KEYS = ["batch", "in_channels", "out_channels", "height", "width", "filter", "pool", "seed"]
-LAYER_KEYS = ["padding", "activation", "pool_stride", "pool_padding", "ceil_mode"]
+LAYER_KEYS = ["padding", "activation", "pool_stride", "pool_padding", "ceil_mode", "stride",
+              "dilation", "groups", "residual"]
+POSITIVE_KEYS = ["pool_stride", "stride", "dilation", "groups"]
 KNOWN = ["dtype"] + INT_KEYS[:-1] + ["bias", "seed"] + LAYER_KEYS
 OPTIONAL = ["seed"] + LAYER_KEYS
 
@@ -175,7 +178,8 @@ def python_meaning(value):
             return "invalid", "duplicate %s" % key
         got[key] = v
     layer = {"padding": [0, 0, 0, 0], "activation": "none", "pool_stride": 0,
-             "pool_padding": [0, 0, 0, 0], "ceil_mode": False}
+             "pool_padding": [0, 0, 0, 0], "ceil_mode": False, "stride": 0, "dilation": 0,
+             "groups": 0, "residual": False}
     for key in KNOWN:
         if key not in got:
             if key == "seed":
@@ -193,16 +197,16 @@ def python_meaning(value):
             problem, layer[key] = activation(v)
             if problem:
                 return "invalid", problem
-        elif key == "ceil_mode":
+        elif key in ("ceil_mode", "residual"):
             if not isinstance(v, bool):
-                return "invalid", "ceil_mode not a boolean"
+                return "invalid", "%s not a boolean" % key
             layer[key] = v
-        elif key == "pool_stride":
+        elif key in POSITIVE_KEYS:
             problem = integer_problem(v, key)
             if problem:
                 return "invalid", problem
             if int(v) < 1:
-                return "invalid", "pool_stride below 1"
+                return "invalid", "%s below 1" % key
             layer[key] = int(v)
         elif key == "dtype":
             if not isinstance(v, str) or isinstance(v, Num):
@@ -224,6 +228,8 @@ def python_meaning(value):
     values += " padding=%s activation=%s pool_stride=%d pool_padding=%s ceil_mode=%d" % (
         ",".join(map(str, layer["padding"])), layer["activation"], layer["pool_stride"],
         ",".join(map(str, layer["pool_padding"])), 1 if layer["ceil_mode"] else 0)
+    values += " stride=%d dilation=%d groups=%d residual=%d" % (
+        layer["stride"], layer["dilation"], layer["groups"], 1 if layer["residual"] else 0)
     return "ok", values
 
 
@@ -278,7 +284,8 @@ VALUES = [
 
 # The layer keys, each with a good value (VALID_LAYER has them all).
 LAYER = [("padding", b"[1, 2, 0, 3]"), ("activation", b'{"clamp": [0.5, 6]}'),
-         ("pool_stride", b"1"), ("pool_padding", b"[1, 0, 1, 1]"), ("ceil_mode", b"true")]
+         ("pool_stride", b"1"), ("pool_padding", b"[1, 0, 1, 1]"), ("ceil_mode", b"true"),
+         ("stride", b"2"), ("dilation", b"1"), ("groups", b"3"), ("residual", b"false")]
 
 
 def with_layer(key, fragment):
@@ -357,9 +364,11 @@ def generated():
         docs["activation form %d" % i] = with_layer("activation", v)
         docs["activation alone %d" % i] = VALID[:-1] + b', "activation": ' + v + b"}"
     for i, v in enumerate(STRIDES):
-        docs["pool_stride form %d" % i] = with_layer("pool_stride", v)
+        for key in POSITIVE_KEYS:
+            docs["%s form %d" % (key, i)] = with_layer(key, v)
     for i, v in enumerate(BOOLEANS):
         docs["ceil_mode form %d" % i] = with_layer("ceil_mode", v)
+        docs["residual form %d" % i] = with_layer("residual", v)
     for key, good in LAYER:
         docs["duplicate %s" % key] = VALID_LAYER[:-1] + b', "%s": %s}' % (key.encode(), good)
         docs["only %s" % key] = VALID[:-1] + b', "%s": %s}' % (key.encode(), good)

@@ -346,15 +346,19 @@ class TestErrors(unittest.TestCase):
 
 
 def torch_layer(x, w, bias=None, pool=1, padding=0, activation=None, pool_stride=None,
-                pool_padding=0, ceil_mode=False):
-    """The layer in float64 through torch, written out here (not the oracle reference.py)."""
+                pool_padding=0, ceil_mode=False, stride=1, dilation=1, groups=1, residual=None):
+    """The layer in float64 through torch, written out here (not the oracle reference.py):
+    F.max_pool2d(act(F.conv2d(x, w, bias, stride, padding, dilation, groups) + residual))."""
     import torch
     import torch.nn.functional as F
     t = torch.from_numpy
     pads = convpool.layer.normalize_pads("padding", padding)
     xt = F.pad(t(x.astype(np.float64)), (pads[1], pads[3], pads[0], pads[2]))
     y = F.conv2d(xt, t(w.astype(np.float64)),
-                 None if bias is None else t(bias.astype(np.float64)))
+                 None if bias is None else t(bias.astype(np.float64)), stride=stride,
+                 dilation=dilation, groups=groups)
+    if residual is not None:
+        y = y + t(residual.astype(np.float64))
     if activation == "relu":
         y = F.relu(y)
     elif activation == "relu6":
@@ -567,6 +571,202 @@ class TestLayerKeywords(unittest.TestCase):
         got = convpool.conv2d_maxpool(xb, wb, bb, dtype="bfloat16", **kwargs)
         np.testing.assert_allclose(convpool.bfloat16_to_float32(got), want, rtol=1e-2,
                                    atol=2e-2)
+
+
+class TestConvKeywords(unittest.TestCase):
+    """stride, dilation, groups and the residual, against torch in float64."""
+
+    def setUp(self):
+        self.rng = np.random.default_rng(31)
+
+    def signed(self, shape):
+        return self.rng.random(shape, dtype=np.float32) * 2 - 1
+
+    def layer(self, c_in, c_out, k, groups, height=17, width=14, batch=2):
+        return (self.signed((batch, c_in, height, width)),
+                self.signed((c_out, c_in // groups, k, k)), self.signed(c_out))
+
+    def declines(self, impl, k, kwargs):
+        """The value the algorithm must decline, naming it, or None."""
+        stride, dilation = kwargs.get("stride", 1), kwargs.get("dilation", 1)
+        groups = kwargs.get("groups", 1)
+        if k > 1 and dilation > 1 and impl == "sr":
+            return f"dilation = {dilation}"
+        if impl == "winograd":
+            if k != 3:
+                return f"k = {k}"
+            if stride != 1:
+                return f"stride = {stride}"
+            if dilation != 1:
+                return f"dilation = {dilation}"
+            if groups != 1:
+                return f"groups = {groups}"
+        return None
+
+    def check(self, x, w, b, impl="auto", residual=None, **kwargs):
+        """One-shot and Operator against torch, or the algorithm's refusal."""
+        why = self.declines(impl, w.shape[2], kwargs)
+        if why is not None:
+            with self.assertRaises(convpool.UnsupportedError) as ctx:
+                convpool.conv2d_maxpool(x, w, b, impl=impl, residual=residual, **kwargs)
+            self.assertIn(why, ctx.exception.message)
+            return None
+        want = torch_layer(x, w, b, residual=residual, **kwargs)
+        got = convpool.conv2d_maxpool(x, w, b, impl=impl, residual=residual, **kwargs)
+        self.assertEqual(got.shape, want.shape, kwargs)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=str(kwargs))
+        with convpool.Operator(w, b, impl=impl, residual=residual is not None, **kwargs) as op:
+            self.assertEqual(op.output_shape(x.shape), want.shape)
+            self.assertEqual(op(x, residual=residual).tobytes(), got.tobytes(), kwargs)
+        return got
+
+    def test_grid_against_torch(self):
+        """Stride 1..3, dilation 1..2, groups 1, 2 and depthwise (multiplier 1 and 2),
+        residual or not, on every algorithm (those that do not compute a layer decline
+        it, naming the value)."""
+        for impl in convpool.impls():
+            for groups, c_in, c_out in ((1, 4, 6), (2, 6, 4), (5, 5, 5), (3, 3, 6)):
+                for k in (1, 3):
+                    x, w, b = self.layer(c_in, c_out, k, groups)
+                    for stride in (1, 2, 3):
+                        for dilation in (1, 2):
+                            for with_residual in (False, True):
+                                kwargs = {"stride": stride, "dilation": dilation,
+                                          "groups": groups, "padding": (1, 2, 0, 1),
+                                          "activation": "relu", "pool": 2,
+                                          "pool_stride": 1 + stride % 2}
+                                residual = None
+                                if with_residual:
+                                    spec = convpool.LayerSpec.make(**kwargs)
+                                    oh, ow, _, _ = spec.output_size(17, 14, k)
+                                    residual = self.signed((2, c_out, oh, ow))
+                                with self.subTest(impl=impl, groups=groups, k=k,
+                                                  stride=stride, dilation=dilation,
+                                                  residual=with_residual):
+                                    self.check(x, w, b, impl, residual, **kwargs)
+
+    def test_network_layers(self):
+        # The ResNet stem: 7x7 stride 2, pad 3, ReLU, max pool 3 stride 2 pad 1.
+        x, w, b = self.layer(3, 8, 7, 1, 40, 38, 1)
+        self.check(x, w, b, stride=2, padding=3, activation="relu", pool=3, pool_stride=2,
+                   pool_padding=1)
+        # A ResNet block's end: 3x3 conv + the shortcut, then ReLU.
+        x, w, b = self.layer(8, 8, 3, 1, 14, 14)
+        self.check(x, w, b, padding=1, activation="relu", residual=self.signed((2, 8, 14, 14)))
+        # MobileNet depthwise 3x3 of stride 2, ReLU6.
+        x, w, b = self.layer(12, 12, 3, 12, 15, 16)
+        self.check(x, w, b, groups=12, stride=2, padding=1, activation="relu6")
+
+    def test_float16_and_bfloat16(self):
+        kwargs = {"stride": 2, "groups": 2, "padding": 1, "activation": "relu", "pool": 2}
+        x, w, b = self.layer(4, 6, 3, 2)
+        residual = self.signed((2, 6, 9, 7))
+        x16, w16, b16, r16 = (a.astype(np.float16) for a in (x, w, b, residual))
+        want = torch_layer(x16, w16, b16, residual=r16, **kwargs)
+        got = convpool.conv2d_maxpool(x16, w16, b16, residual=r16, **kwargs)
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=2e-3, atol=2e-3)
+        xb, wb, bb, rb = (convpool.float32_to_bfloat16(a) for a in (x, w, b, residual))
+        want = torch_layer(*(convpool.bfloat16_to_float32(a) for a in (xb, wb, bb)),
+                           residual=convpool.bfloat16_to_float32(rb), **kwargs)
+        got = convpool.conv2d_maxpool(xb, wb, bb, dtype="bfloat16", residual=rb, **kwargs)
+        np.testing.assert_allclose(convpool.bfloat16_to_float32(got), want, rtol=1e-2,
+                                   atol=2e-2)
+        with convpool.Operator(wb, bb, dtype="bfloat16", residual=True, **kwargs) as op:
+            self.assertEqual(op(xb, residual=rb).tobytes(), got.tobytes())
+
+    def test_residual_nan_and_inf_propagate_as_torch(self):
+        x, w, b = self.layer(4, 4, 3, 1)
+        residual = self.signed((2, 4, 15, 12))
+        residual[0, 0, 3, 3], residual[0, 1, 7, 2], residual[1, 2, 0, 0] = np.nan, np.inf, -np.inf
+        residual[1, 3, 5, 5], residual[1, 3, 5, 6] = np.inf, -np.inf   # one window: inf - inf
+        for impl in convpool.impls():
+            with self.subTest(impl=impl):
+                got = convpool.conv2d_maxpool(x, w, b, pool=2, activation="relu",
+                                              residual=residual, impl=impl)
+                want = torch_layer(x, w, b, pool=2, activation="relu", residual=residual)
+                np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+                np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+                self.assertTrue(np.isnan(got).any() and np.isinf(got).any())
+                finite = np.isfinite(want)
+                np.testing.assert_allclose(got[finite], want[finite], rtol=1e-5, atol=1e-5)
+
+    def test_output_and_conv_shapes(self):
+        """The library's sizes against LayerSpec.output_size (torch's rule)."""
+        x, w, _ = self.layer(4, 4, 3, 1)
+        for stride in (1, 2, 3, 4):
+            for dilation in (1, 2, 3):
+                for padding in (0, 1, (2, 0, 1, 3)):
+                    spec = convpool.LayerSpec.make(stride=stride, dilation=dilation,
+                                                   padding=padding, pool=2)
+                    with convpool.Operator(w, threads=1, residual=True, **spec.kwargs()) as op:
+                        for h, wd in ((9, 9), (12, 7), (20, 5)):
+                            oh, ow, ph, pw = spec.output_size(h, wd, 3)
+                            if oh < 1 or ow < 1 or ph < 1 or pw < 1:
+                                continue
+                            with self.subTest(spec=spec, h=h, w=wd):
+                                self.assertEqual(op.output_shape((1, 4, h, wd)), (1, 4, ph, pw))
+                                self.assertEqual(op.conv_shape((1, 4, h, wd)), (1, 4, oh, ow))
+
+    def test_python_side_checks(self):
+        x, w, b = self.layer(4, 6, 3, 2)
+        cases = [(ValueError, "stride", {"stride": 0}),
+                 (TypeError, "stride", {"stride": 1.5}),
+                 (ValueError, "dilation", {"dilation": -1}),
+                 (TypeError, "dilation", {"dilation": "2"}),
+                 (ValueError, "groups", {"groups": 0}),
+                 (TypeError, "groups", {"groups": True})]
+        for exc, text, kwargs in cases:
+            for call in (lambda: convpool.conv2d_maxpool(x, w, **kwargs),
+                         lambda: convpool.Operator(w, **kwargs)):
+                with self.subTest(kwargs=str(kwargs)):
+                    with self.assertRaises(exc) as ctx:
+                        call()
+                    self.assertNotIsInstance(ctx.exception, convpool.Error)
+                    self.assertIn(text, str(ctx.exception))
+        # x must have groups x w's channels
+        with self.assertRaises(ValueError) as ctx:
+            convpool.conv2d_maxpool(x, w, b, groups=3)
+        self.assertIn("groups = 3", str(ctx.exception))
+        # the residual: its shape, dtype and layout, and the Operator's promise
+        good = self.signed((2, 6, 15, 12))
+        for residual, exc, text in ((good[:, :, :-1].copy(), ValueError, "(2, 6, 15, 12)"),
+                                    (good.astype(np.float16), TypeError, "residual"),
+                                    (good[:, :, :, ::2], ValueError, "residual"),
+                                    (good[0], ValueError, "residual")):
+            with self.assertRaises(exc) as ctx:
+                convpool.conv2d_maxpool(x, w, b, groups=2, residual=residual)
+            self.assertIn(text, str(ctx.exception))
+        with convpool.Operator(w, b, groups=2, residual=True) as op:
+            with self.assertRaises(ValueError) as ctx:
+                op(x)
+            self.assertIn("residual=True", str(ctx.exception))
+            out = np.empty(op.output_shape(x.shape), np.float32)
+            shared = np.empty(out.size + good.size, np.float32)
+            with self.assertRaises(ValueError) as ctx:
+                op(x, out=shared[:out.size].reshape(out.shape),
+                   residual=shared[:good.size].reshape(good.shape))
+            self.assertIn("overlaps residual", str(ctx.exception))
+            self.assertIn("residual", repr(op))
+        with convpool.Operator(w, b, groups=2) as op:
+            with self.assertRaises(ValueError) as ctx:
+                op(x, residual=good)
+            self.assertIn("without a residual", str(ctx.exception))
+        with self.assertRaises(TypeError):
+            convpool.Operator(w, b, groups=2, residual=good)
+
+    def test_library_errors_are_surfaced(self):
+        x, w, b = self.layer(4, 6, 3, 2)
+        cases = [({"groups": 4}, w[:, :1].copy(), "conv groups = 4"),
+                 ({"groups": 2, "stride": 2**25}, w, "conv stride = 33554432"),
+                 ({"groups": 2, "dilation": 2**25}, w, "conv dilation = 33554432"),
+                 ({"groups": 2, "dilation": 9}, w, "dilated filter k = 3, dilation = 9")]
+        for kwargs, weights, text in cases:
+            for call in (lambda: convpool.conv2d_maxpool(x, weights, **kwargs),
+                         lambda: convpool.Operator(weights, **kwargs)(x)):
+                with self.subTest(kwargs=str(kwargs)):
+                    with self.assertRaises(convpool.InvalidArgumentError) as ctx:
+                        call()
+                    self.assertIn(text, ctx.exception.message)
 
 
 def bf16_oracle(values32):

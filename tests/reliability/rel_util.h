@@ -127,13 +127,14 @@ static inline int rel_close_enough(convpool_dtype dtype, double got, double ref,
 
 /*
  * Compare y (the library's output of `layer` on src [batch, c_in, height,
- * width]) with the scalar reference. Returns 1 if every element is
- * acceptable; otherwise 0 with the first mismatch described in why
- * (capacity cap). Returns -1 if the check itself could not allocate.
+ * width], with `residual` or NULL) with the scalar reference. Returns 1 if
+ * every element is acceptable; otherwise 0 with the first mismatch described
+ * in why (capacity cap). Returns -1 if the check itself could not allocate.
  */
-static inline int rel_check_layer_output(const convpool_layer *l, int64_t batch, int64_t height,
-                                         int64_t width, const void *x, const void *w,
-                                         const void *bias, const void *y, char *why, size_t cap) {
+static inline int rel_check_residual_output(const convpool_layer *l, int64_t batch, int64_t height,
+                                            int64_t width, const void *x, const void *w,
+                                            const void *bias, const void *residual, const void *y,
+                                            char *why, size_t cap) {
   int64_t ph, pw;
   cp_reference_shape(l, height, width, &ph, &pw);
   const size_t n = (size_t)(batch * l->c_out * ph * pw);
@@ -141,19 +142,20 @@ static inline int rel_check_layer_output(const convpool_layer *l, int64_t batch,
   double *bound = malloc((n ? n : 1) * sizeof(double));
   int ok = ref != NULL && bound != NULL ? 1 : -1;
   if (ok == 1) {
-    cp_reference_layer(l, x, batch, height, width, w, bias, ref, bound);
+    cp_reference_layer_residual(l, x, batch, height, width, w, bias, residual, ref, bound);
     for (size_t i = 0; i < n; i++) {
       double got = rel_get(l->dtype, y, i);
       if (!rel_close_enough(l->dtype, got, ref[i], bound[i])) {
         snprintf(why, cap,
-                 "%s B=%lld %lld->%lld %lldx%lld k=%lld pad=%lld,%lld,%lld,%lld act=%d pool=%lld/"
-                 "%lld ppad=%lld,%lld,%lld,%lld ceil=%d: element %zu is %.9g, the reference "
-                 "%.9g (bound %.3g)",
+                 "%s B=%lld %lld->%lld %lldx%lld k=%lld stride=%lld dil=%lld groups=%lld res=%d "
+                 "pad=%lld,%lld,%lld,%lld act=%d pool=%lld/%lld ppad=%lld,%lld,%lld,%lld "
+                 "ceil=%d: element %zu is %.9g, the reference %.9g (bound %.3g)",
                  convpool_dtype_name(l->dtype), (long long)batch, (long long)l->c_in,
                  (long long)l->c_out, (long long)height, (long long)width, (long long)l->k,
-                 (long long)l->padding[0], (long long)l->padding[1], (long long)l->padding[2],
-                 (long long)l->padding[3], (int)l->activation, (long long)l->pool,
-                 (long long)l->pool_stride, (long long)l->pool_padding[0],
+                 (long long)l->stride, (long long)l->dilation, (long long)l->groups,
+                 residual != NULL, (long long)l->padding[0], (long long)l->padding[1],
+                 (long long)l->padding[2], (long long)l->padding[3], (int)l->activation,
+                 (long long)l->pool, (long long)l->pool_stride, (long long)l->pool_padding[0],
                  (long long)l->pool_padding[1], (long long)l->pool_padding[2],
                  (long long)l->pool_padding[3], l->ceil_mode, i, got, ref[i], bound[i]);
         ok = 0;
@@ -164,6 +166,13 @@ static inline int rel_check_layer_output(const convpool_layer *l, int64_t batch,
   free(ref);
   free(bound);
   return ok;
+}
+
+/* rel_check_residual_output without a residual. */
+static inline int rel_check_layer_output(const convpool_layer *l, int64_t batch, int64_t height,
+                                         int64_t width, const void *x, const void *w,
+                                         const void *bias, const void *y, char *why, size_t cap) {
+  return rel_check_residual_output(l, batch, height, width, x, w, bias, NULL, y, why, cap);
 }
 
 /* rel_check_layer_output for case c (the defaults of convpool_layer_init). */

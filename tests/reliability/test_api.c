@@ -967,14 +967,57 @@ static void test_layer_refusals(void) {
         BAD, "clamp [6, 0]");
   LAYER("clamp NaN", (l.activation = CONVPOOL_ACTIVATION_CLAMP, l.clamp_min = NAN), BAD, "NaN");
   LAYER("ceil_mode 2", l.ceil_mode = 2, BAD, "ceil_mode = 2");
-  LAYER("conv stride 2", l.stride = 2, NO, "conv stride = 2");
-  LAYER("dilation 2", l.dilation = 2, NO, "conv dilation = 2");
-  LAYER("groups 3", l.groups = 3, NO, "conv groups = 3");
+  LAYER("conv stride 0", l.stride = 0, BAD, "conv stride = 0");
+  LAYER("conv stride -2", l.stride = -2, BAD, "conv stride = -2");
+  LAYER("conv stride 2^24 + 1", l.stride = ((int64_t)1 << 24) + 1, BAD, "conv stride = 16777217");
+  LAYER("dilation 0", l.dilation = 0, BAD, "conv dilation = 0");
+  LAYER("dilation 2^40", l.dilation = (int64_t)1 << 40, BAD, "conv dilation = 1099511627776");
+  LAYER("groups 3 (c_out 4)", l.groups = 3, BAD, "conv groups = 3");
+  LAYER("groups 2 (c_in 3)", l.groups = 2, BAD, "conv groups = 2");
+  LAYER("groups 0", l.groups = 0, BAD, "conv groups = 0");
+  LAYER("groups -1", l.groups = -1, BAD, "conv groups = -1");
+  LAYER("k 2^62, dilation 4: extent overflows", (l.k = (int64_t)1 << 62, l.dilation = 4), BAD,
+        "extent overflows");
+  LAYER("has_residual 2", l.has_residual = 2, BAD, "has_residual = 2");
+  LAYER("has_residual -1", l.has_residual = -1, BAD, "has_residual = -1");
+  LAYER("size 172", l.size = 172, BAD, "layer->size = 172");
   LAYER("size 8", l.size = 8, BAD, "layer->size = 8");
   LAYER("dtype 9", l.dtype = (convpool_dtype)9, BAD, "dtype = 9");
   LAYER("c_in 0", l.c_in = 0, BAD, "c_in = 0");
   LAYER("pool 0", l.pool = 0, BAD, "pool = 0");
 #undef LAYER
+  /* An algorithm asked by name declines what it does not compute, naming it. */
+  convpool_options named;
+  convpool_options_init(&named);
+  named.algo = CONVPOOL_ALGO_WINOGRAD;
+  convpool_layer_init(&l, CONVPOOL_FLOAT32, 4, 3, 3, 2);
+  l.stride = 2;
+  REFUSED("create_layer(winograd, stride 2)",
+          convpool_op_create_layer(&l, g_w, g_bias, &named, &op), NO, "stride = 2", NULL);
+  convpool_layer_init(&l, CONVPOOL_FLOAT32, 3, 3, 3, 2);
+  l.groups = 3;
+  REFUSED("create_layer(winograd, groups 3)",
+          convpool_op_create_layer(&l, g_w, g_bias, &named, &op), NO, "groups = 3", NULL);
+  named.algo = CONVPOOL_ALGO_SHIFT_REDUCE;
+  convpool_layer_init(&l, CONVPOOL_FLOAT32, 4, 3, 3, 2);
+  l.dilation = 2;
+  REFUSED("create_layer(sr, dilation 2)", convpool_op_create_layer(&l, g_w, g_bias, &named, &op),
+          NO, "dilation = 2", NULL);
+  REFUSED("layer_run(sr, dilation 2)",
+          convpool_layer_run(&l, g_x, 2, 9, 9, g_w, g_bias, g_out.dst, need, &named), NO,
+          "dilation = 2", NULL);
+  /* ... and what they compute, they compute: boundaries that must succeed */
+  l.dilation = 1, l.k = 1; /* dilation of a 1x1 filter is no dilation */
+  l.dilation = 3;
+  EXPECT_OK("create_layer(sr, k 1, dilation 3)",
+            convpool_op_create_layer(&l, g_w, g_bias, &named, &op));
+  convpool_op_destroy(op);
+  op = NULL;
+  convpool_layer_init(&l, CONVPOOL_FLOAT32, 4, 3, 3, 2);
+  l.size = 168; /* the first released size: no has_residual */
+  l.has_residual = 1;
+  EXPECT_OK("layer_run(layer->size 168)",
+            convpool_layer_run(&l, g_x, 2, 9, 9, g_w, g_bias, g_out.dst, need, NULL));
   REFUSED("create_layer(NULL)", convpool_op_create_layer(NULL, g_w, g_bias, NULL, &op), BAD,
           "layer is NULL", NULL);
   REFUSED("layer_output_shape(NULL)",
@@ -998,6 +1041,15 @@ static void test_layer_refusals(void) {
   REFUSED("layer_output_shape(padded input 2x9 < k)",
           convpool_layer_output_shape(&l, 2, 1, 9, g_out.shape, &g_out.bytes), BAD,
           "padded input 2x9", NULL);
+  /* a dilated filter larger than the input: 2 * (3 - 1) + 1 = 5 > 4 */
+  convpool_layer_init(&l, CONVPOOL_FLOAT32, 4, 3, 3, 1);
+  l.dilation = 2;
+  REFUSED("layer_run(input 4x9 < the dilated filter)",
+          convpool_layer_run(&l, g_x, 2, 4, 9, g_w, g_bias, g_out.dst, need, NULL), BAD,
+          "input 4x9 is smaller than the dilated filter k = 3, dilation = 2 (extent 5)", NULL);
+  REFUSED("layer_output_shape(input 4x9 < the dilated filter)",
+          convpool_layer_output_shape(&l, 2, 4, 9, g_out.shape, &g_out.bytes), BAD, "extent 5",
+          NULL);
 
   /* Alignment: tensors are read as their element type; +1 byte is refused. */
   static uint16_t h_x[XN + 2], h_w[WN + 2], h_b[6];
@@ -1226,6 +1278,78 @@ static void test_size_limits(void) {
   }
 }
 
+/* ---- the residual input ---- */
+
+static void test_residual(void) {
+  const size_t need = YN * sizeof(float);
+  enum { RN = 2 * 4 * 7 * 7 }; /* the conv output [2, 4, 7, 7] of the fixture */
+  static float residual[RN + 1], big[RN + YN + 4];
+  tu_rng rng = {11};
+  rel_fill(residual, RN + 1, CONVPOOL_FLOAT32, &rng, -1.0f, 1.0f);
+  convpool_layer l;
+  convpool_layer_init(&l, CONVPOOL_FLOAT32, 4, 3, 3, 2);
+  l.has_residual = 1;
+  int64_t shape[4] = {0};
+  size_t bytes = 0;
+  EXPECT_OK("layer_conv_shape", convpool_layer_conv_shape(&l, 2, 9, 9, shape, &bytes));
+  REL_CHECK(shape[0] == 2 && shape[1] == 4 && shape[2] == 7 && shape[3] == 7 &&
+                bytes == RN * sizeof(float),
+            "layer_conv_shape: [%lld, %lld, %lld, %lld] %zu bytes, want [2, 4, 7, 7] %zu",
+            (long long)shape[0], (long long)shape[1], (long long)shape[2], (long long)shape[3],
+            bytes, (size_t)RN * sizeof(float));
+  REFUSED("layer_conv_shape(shape NULL)", convpool_layer_conv_shape(&l, 2, 9, 9, NULL, &bytes),
+          CONVPOOL_INVALID_ARGUMENT, "shape is NULL", NULL);
+  REFUSED("layer_conv_shape(dilation 0)",
+          (l.dilation = 0, convpool_layer_conv_shape(&l, 2, 9, 9, g_out.shape, &g_out.bytes)),
+          CONVPOOL_INVALID_ARGUMENT, "conv dilation = 0", NULL);
+  l.dilation = 1;
+  convpool_op *op = NULL, *plain = NULL;
+  EXPECT_OK("create_layer(residual)", convpool_op_create_layer(&l, g_w, g_bias, NULL, &op));
+  convpool_layer_init(&l, CONVPOOL_FLOAT32, 4, 3, 3, 2);
+  EXPECT_OK("create_layer(no residual)", convpool_op_create_layer(&l, g_w, g_bias, NULL, &plain));
+  if (op == NULL || plain == NULL) {
+    convpool_op_destroy(op);
+    convpool_op_destroy(plain);
+    return;
+  }
+  const convpool_status BAD = CONVPOOL_INVALID_ARGUMENT;
+  REFUSED("run(a layer with a residual)", convpool_op_run(op, g_x, 2, 9, 9, g_out.dst, need), BAD,
+          "residual is NULL", "convpool_op_run_residual");
+  REFUSED("run_residual(residual NULL)",
+          convpool_op_run_residual(op, g_x, 2, 9, 9, NULL, g_out.dst, need), BAD,
+          "residual is NULL", NULL);
+  char p[32];
+  REFUSED("run_residual(a layer without one)",
+          convpool_op_run_residual(plain, g_x, 2, 9, 9, residual, g_out.dst, need), BAD,
+          ptr_text(residual, p, sizeof p), "has_residual = 0");
+  REFUSED("run_residual(residual + 1 byte)",
+          convpool_op_run_residual(op, g_x, 2, 9, 9, (const unsigned char *)residual + 1, g_out.dst,
+                                   need),
+          BAD, "residual", "not aligned");
+  REFUSED("run_residual(residual overlaps dst)",
+          convpool_op_run_residual(op, g_x, 2, 9, 9, g_out.dst + 8, g_out.dst, need), BAD,
+          "overlaps residual", NULL);
+  EXPECT_OK("run_residual(residual NULL, a layer without one)",
+            convpool_op_run_residual(plain, g_x, 2, 9, 9, NULL, g_out.dst, need));
+  /* the residual right after the output, in dst's unused capacity, is fine */
+  memcpy(big + YN, residual, RN * sizeof(float));
+  EXPECT_OK("run_residual(residual in dst's unused capacity)",
+            convpool_op_run_residual(op, g_x, 2, 9, 9, big + YN, big, sizeof big));
+  memcpy(big + YN - 1, residual, RN * sizeof(float));
+  REFUSED("run_residual(residual overlaps the output's last element)",
+          convpool_op_run_residual(op, g_x, 2, 9, 9, big + YN - 1, big, sizeof big), BAD,
+          "overlaps residual", NULL);
+  /* the one-shot calls */
+  l.has_residual = 1;
+  REFUSED("layer_run(a layer with a residual)",
+          convpool_layer_run(&l, g_x, 2, 9, 9, g_w, g_bias, g_out.dst, need, NULL), BAD,
+          "residual is NULL", NULL);
+  EXPECT_OK("layer_run_residual",
+            convpool_layer_run_residual(&l, g_x, 2, 9, 9, g_w, g_bias, residual, big, need, NULL));
+  convpool_op_destroy(op);
+  convpool_op_destroy(plain);
+}
+
 int main(void) {
   make_fixtures();
   test_plain_functions();
@@ -1260,6 +1384,7 @@ int main(void) {
   test_busy();
   test_layer_refusals();
   test_size_limits();
+  test_residual();
 
   REL_CHECK(memcmp(g_x, g_x_copy, sizeof g_x) == 0 && memcmp(g_w, g_w_copy, sizeof g_w) == 0 &&
                 memcmp(g_bias, g_bias_copy, sizeof g_bias) == 0,

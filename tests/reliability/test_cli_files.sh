@@ -43,6 +43,10 @@ layer="--padding 1,0,2,1 --activation clamp:1,2.5 --pool 3 --pool-stride 2 --poo
 # shellcheck disable=SC2086
 "$cli" $shape --activation relu6 --padding 1 --threads 1 --iters 1 --warmup 0 \
   --dump-dir "$tmp/goodrelu6" >/dev/null || { echo "FAIL: cannot make the relu6 dump"; exit 1; }
+# The conv keys: stride, dilation, a residual (residual.bin).
+# shellcheck disable=SC2086
+"$cli" $shape --stride 2 --dilation 2 --padding 2 --residual --threads 2 --iters 1 --warmup 0 \
+  --dump-dir "$tmp/goodres" >/dev/null || { echo "FAIL: cannot make the residual dump"; exit 1; }
 
 # md5 of every regular input file (not out.bin) under $1, in a stable order.
 inputs_md5() {
@@ -79,7 +83,7 @@ new_dir() {
   d="$tmp/case-$1"
   mkdir "$d"
   src="$tmp/${2:-good32}"
-  for f in meta.json x.bin w.bin bias.bin; do
+  for f in meta.json x.bin w.bin bias.bin residual.bin; do
     [ -e "$src/$f" ] && cp "$src/$f" "$d/"
   done
   echo "$d"
@@ -194,8 +198,10 @@ fi
 # The layer keys of meta.json.
 d=$(new_dir oklayer goodlayer)
 expect_loaded "dump with padding, clamp, pool stride, pool padding, ceil mode" "$d" "$tmp/goodlayer/out.bin"
+expect_loaded "dump with stride, dilation and a residual" "$(new_dir okres goodres)" \
+  "$tmp/goodres/out.bin"
 d=$(new_dir okold)
-set_meta "$d" '/"padding"\|"activation"\|"pool_stride"\|"pool_padding"\|"ceil_mode"/d; s/"seed": 0,/"seed": 0/'
+set_meta "$d" '/"padding"\|"activation"\|"pool_stride"\|"pool_padding"\|"ceil_mode"\|"stride"\|"dilation"\|"groups"\|"residual"/d; s/"seed": 0,/"seed": 0/'
 if grep -q '"padding"\|"ceil_mode"' "$d/meta.json"; then
   echo "FAIL: the layer keys were not removed"; fail=1
 fi
@@ -353,6 +359,24 @@ d=$(new_dir actbool goodlayer); set_meta "$d" 's/{"clamp": \[1, 2.5\]}/true/'
 expect_refused "activation true" "$d" '"activation" must be'
 d=$(new_dir ceilnum goodlayer); set_meta "$d" 's/"ceil_mode": true/"ceil_mode": 1/'
 expect_refused "ceil_mode 1" "$d" '"ceil_mode" must be true or false'
+d=$(new_dir cstride0 goodres); set_meta "$d" 's/"stride": 2/"stride": 0/'
+expect_refused "stride 0" "$d" '"stride" = 0 must be >= 1'
+d=$(new_dir cstridebig goodres); set_meta "$d" 's/"stride": 2/"stride": 16777217/'
+expect_refused "stride 2^24 + 1 (the library refuses)" "$d" "conv stride = 16777217 must be in 1..16777216"
+d=$(new_dir cdilation goodres); set_meta "$d" 's/"dilation": 2/"dilation": 2199023255552/'
+expect_refused "dilation 2^41" "$d" "conv dilation = 2199023255552 must be in 1..16777216"
+d=$(new_dir cgroups goodres); set_meta "$d" 's/"groups": 1/"groups": 2/'
+expect_refused "groups 2 of 3 input channels" "$d" "conv groups = 2 must be >= 1 and divide c_in = 3"
+d=$(new_dir cgroupsstr goodres); set_meta "$d" 's/"groups": 1/"groups": "1"/'
+expect_refused "groups a string" "$d" '"groups" must be an integer'
+d=$(new_dir resnum goodres); set_meta "$d" 's/"residual": true/"residual": 1/'
+expect_refused "residual 1" "$d" '"residual" must be true or false'
+d=$(new_dir resmissing goodres); rm "$d/residual.bin"
+expect_refused "residual true without residual.bin" "$d" "residual.bin"
+d=$(new_dir resshort goodres); head -c 100 "$tmp/goodres/residual.bin" > "$d/residual.bin"
+expect_refused "residual.bin truncated" "$d" "residual.bin has 100 bytes"
+d=$(new_dir resbig goodres); set_meta "$d" 's/"stride": 2/"stride": 1/'
+expect_refused "residual.bin of stride 2 for a stride-1 layer" "$d" "residual.bin has"
 
 # ---- structure ----
 d=$(new_dir m-missing); rm "$d/meta.json"

@@ -30,11 +30,27 @@ static int64_t cp_ref_pooled(cp_ref_wide conv, int64_t pool, int64_t stride, int
   return n < 1 ? 0 : n > INT64_MAX ? INT64_MAX : (int64_t)n;
 }
 
+/* Conv outputs along a side of `size` inputs padded by lo + hi. */
+/* Conv outputs along a side, in 128 bits: any decoded size is judged without overflow. */
+static cp_ref_wide cp_ref_conv(const convpool_layer *l, int64_t size, int64_t lo, int64_t hi) {
+  const cp_ref_wide extent = (cp_ref_wide)l->dilation * (l->k - 1) + 1;
+  const cp_ref_wide padded = (cp_ref_wide)size + lo + hi;
+  return padded < extent ? 0 : (padded - extent) / l->stride + 1;
+}
+
+void cp_reference_conv_shape(const convpool_layer *l, int64_t height, int64_t width, int64_t *oh,
+                             int64_t *ow) {
+  const cp_ref_wide h = cp_ref_conv(l, height, l->padding[0], l->padding[2]);
+  const cp_ref_wide w = cp_ref_conv(l, width, l->padding[1], l->padding[3]);
+  *oh = h > INT64_MAX ? INT64_MAX : (int64_t)h;
+  *ow = w > INT64_MAX ? INT64_MAX : (int64_t)w;
+}
+
 void cp_reference_shape(const convpool_layer *l, int64_t height, int64_t width, int64_t *ph,
                         int64_t *pw) {
   const int64_t s = l->pool_stride ? l->pool_stride : l->pool;
-  const cp_ref_wide oh = (cp_ref_wide)height + l->padding[0] + l->padding[2] - l->k + 1;
-  const cp_ref_wide ow = (cp_ref_wide)width + l->padding[1] + l->padding[3] - l->k + 1;
+  const cp_ref_wide oh = cp_ref_conv(l, height, l->padding[0], l->padding[2]);
+  const cp_ref_wide ow = cp_ref_conv(l, width, l->padding[1], l->padding[3]);
   *ph = oh < 1
             ? 0
             : cp_ref_pooled(oh, l->pool, s, l->pool_padding[0], l->pool_padding[2], l->ceil_mode);
@@ -43,15 +59,16 @@ void cp_reference_shape(const convpool_layer *l, int64_t height, int64_t width, 
             : cp_ref_pooled(ow, l->pool, s, l->pool_padding[1], l->pool_padding[3], l->ceil_mode);
 }
 
-void cp_reference_layer(const convpool_layer *l, const void *src, int64_t batch, int64_t height,
-                        int64_t width, const void *weights, const void *bias, double *out,
-                        double *bound) {
+void cp_reference_layer_residual(const convpool_layer *l, const void *src, int64_t batch,
+                                 int64_t height, int64_t width, const void *weights,
+                                 const void *bias, const void *residual, double *out,
+                                 double *bound) {
   const convpool_dtype dtype = l->dtype;
   const int64_t c_in = l->c_in, c_out = l->c_out, k = l->k, pool = l->pool;
   const int64_t stride = l->pool_stride ? l->pool_stride : pool;
-  const int64_t oh = height + l->padding[0] + l->padding[2] - k + 1;
-  const int64_t ow = width + l->padding[1] + l->padding[3] - k + 1;
-  int64_t ph, pw;
+  const int64_t group_in = c_in / l->groups, group_out = c_out / l->groups;
+  int64_t oh, ow, ph, pw;
+  cp_reference_conv_shape(l, height, width, &oh, &ow);
   cp_reference_shape(l, height, width, &ph, &pw);
   for (int64_t b = 0; b < batch; b++)
     for (int64_t co = 0; co < c_out; co++)
@@ -67,25 +84,34 @@ void cp_reference_layer(const convpool_layer *l, const void *src, int64_t batch,
           for (int64_t r = r0 < 0 ? 0 : r0; r < r_end; r++)
             for (int64_t c = c0 < 0 ? 0 : c0; c < c_end; c++) {
               double sum = 0.0, abs_sum = 0.0;
-              for (int64_t ci = 0; ci < c_in; ci++)
+              for (int64_t cg = 0; cg < group_in; cg++) {
+                const int64_t ci = co / group_out * group_in + cg; /* the group's channel */
                 for (int64_t i = 0; i < k; i++)
                   for (int64_t j = 0; j < k; j++) {
-                    const int64_t iy = r + i - l->padding[0], ix = c + j - l->padding[1];
+                    const int64_t iy = r * l->stride + i * l->dilation - l->padding[0];
+                    const int64_t ix = c * l->stride + j * l->dilation - l->padding[1];
                     /* zero padding is multiplied like any input (0 * inf is NaN, as torch) */
                     const int pad = iy < 0 || iy >= height || ix < 0 || ix >= width;
                     double xv =
                         pad ? 0.0
                             : cp_ref_load(dtype, src,
                                           (size_t)(((b * c_in + ci) * height + iy) * width + ix));
-                    double wv =
-                        cp_ref_load(dtype, weights, (size_t)(((co * c_in + ci) * k + i) * k + j));
+                    double wv = cp_ref_load(dtype, weights,
+                                            (size_t)(((co * group_in + cg) * k + i) * k + j));
                     sum += xv * wv;
                     abs_sum += fabs(xv * wv);
                   }
+              }
               if (bias != NULL) {
                 const double bv = cp_ref_load(dtype, bias, (size_t)co);
                 sum += bv;
                 abs_sum += fabs(bv);
+              }
+              if (residual != NULL) {
+                const double rv =
+                    cp_ref_load(dtype, residual, (size_t)(((b * c_out + co) * oh + r) * ow + c));
+                sum += rv;
+                abs_sum += fabs(rv);
               }
               if (l->activation == CONVPOOL_ACTIVATION_RELU && sum < 0) sum = 0;
               if (l->activation == CONVPOOL_ACTIVATION_CLAMP) {
@@ -100,6 +126,12 @@ void cp_reference_layer(const convpool_layer *l, const void *src, int64_t batch,
           out[o] = seen_nan ? NAN : best;
           if (bound != NULL) bound[o] = best_bound;
         }
+}
+
+void cp_reference_layer(const convpool_layer *l, const void *src, int64_t batch, int64_t height,
+                        int64_t width, const void *weights, const void *bias, double *out,
+                        double *bound) {
+  cp_reference_layer_residual(l, src, batch, height, width, weights, bias, NULL, out, bound);
 }
 
 void cp_reference(convpool_dtype dtype, const void *src, int64_t batch, int64_t c_in,

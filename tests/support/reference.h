@@ -10,12 +10,24 @@
 /*
  * The layer as defined by the public header, in double: for each pooled
  * output, the max over its window (clipped by the -inf pool padding) of
- * act(conv with zero padding + bias), NaN if any value of the window is NaN.
- * bound (if not NULL) receives the max over the window of sum |x*w| + |bias|.
+ * act(conv with zero padding, stride, dilation and groups + bias +
+ * residual), NaN if any value of the window is NaN. bound (if not NULL)
+ * receives the max over the window of sum |x*w| + |bias| + |residual|.
  */
 void cp_reference_layer(const convpool_layer *layer, const void *src, int64_t batch, int64_t height,
                         int64_t width, const void *weights, const void *bias, double *out,
                         double *bound);
+
+/* The same with a residual [batch, c_out, OH, OW] of the layer's dtype (NULL: none). */
+void cp_reference_layer_residual(const convpool_layer *layer, const void *src, int64_t batch,
+                                 int64_t height, int64_t width, const void *weights,
+                                 const void *bias, const void *residual, double *out,
+                                 double *bound);
+
+/* The conv output size of the layer for an input of height x width (< 1
+   where the padded input is smaller than the dilated filter). */
+void cp_reference_conv_shape(const convpool_layer *layer, int64_t height, int64_t width,
+                             int64_t *oh, int64_t *ow);
 
 /* The pooled output size of the layer for an input of height x width. */
 void cp_reference_shape(const convpool_layer *layer, int64_t height, int64_t width, int64_t *ph,

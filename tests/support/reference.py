@@ -5,25 +5,29 @@ reference needs torch. Does not need libconvpool.
 
 The layer is given by a pool window (an int: the original contract, no
 padding, no activation, stride = window, floor sizing) or a
-convpool.layer.LayerSpec (conv zero padding, activation, pool stride, -inf
-pool padding, ceil sizing); every function below that takes ``pool`` takes
-either.
+convpool.layer.LayerSpec (conv zero padding, stride, dilation and groups,
+activation, pool stride, -inf pool padding, ceil sizing); every function
+below that takes ``pool`` takes either. A residual [B, C_out, OH, OW] (the
+conv output's shape), when given, is added to conv + bias before the
+activation.
 
 Two independent references are computed in float64 on the exact input values:
 
 * NumPy: x padded with zeros (top, left, bottom, right), the convolution as
   K*K shifted matrix products
-  (``out[:, :, oh, ow] += W[:, :, i, j] @ X[:, :, oh+i, ow+j]``); for the
+  (``out[:, :, oh, ow] += W[:, :, i, j] @ X[:, :, oh*s+i*d, ow*s+j*d]`` for
+  stride s and dilation d, per group of channels); for the
   original contract max pooling by a reshape with the bias added after the
-  max, otherwise the bias and the activation (``np.maximum``/``np.minimum``
+  max, otherwise the bias, the residual and the activation
+  (``np.maximum``/``np.minimum``
   with the float32 clamp bounds the library applies; NaN stays NaN) and then
   windows of stride S over the conv output laid into a -inf frame (the pool
   padding, plus what ceil sizing reaches past the end); the number of
   windows by torch's rule (``layer.pooled_size``).
-* torch: ``F.max_pool2d(act(F.conv2d(X, W, bias, padding)), P, S,
-  pool_padding, ceil_mode)`` in float64, act being F.relu, F.relu6 or
-  F.hardtanh. Unequal pads, and pool pads above P // 2 (ONNX's MaxPool
-  takes up to P - 1, torch's max_pool2d refuses them), are laid
+* torch: ``F.max_pool2d(act(F.conv2d(X, W, bias, stride, padding, dilation,
+  groups) + residual), P, S, pool_padding, ceil_mode)`` in float64, act being
+  F.relu, F.relu6 or F.hardtanh. Unequal pads, and pool pads above P // 2
+  (ONNX's MaxPool takes up to P - 1, torch's max_pool2d refuses them), are laid
   explicitly: ``F.pad`` with zeros before the conv, with -inf before the
   pool, then (ceil mode) the windows kept are the first ones by ONNX's rule:
   a last window that would start in the bottom/right padding is dropped,
@@ -184,30 +188,38 @@ def pad_zeros(x, pads):
     return np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)))
 
 
-def conv2d_numpy(x, w):
+def conv2d_numpy(x, w, stride=1, dilation=1, groups=1):
     """Valid convolution (cross-correlation) in float64, no bias.
 
-    x [B, C, H, W], w [Co, C, K, K] -> [B, Co, H-K+1, W-K+1]. Each filter tap
-    (i, j) is one matrix product over the channels, W[:, :, i, j] @ X[b]; the
-    spatial shift is applied to the product (a contiguous [Co, H*W] block) by
-    slicing rows i..i+OH and columns j..j+OW. Each column of the product
-    depends only on X[b, :, h, w], so shifting the product equals shifting X.
+    x [B, C, H, W], w [Co, C / groups, K, K] -> [B, Co, OH, OW] with OH =
+    (H - dilation*(K-1) - 1) // stride + 1, OW likewise. Each filter tap (i, j)
+    is one matrix product over a group's channels, W[g, :, i, j] @ X[b, g];
+    the spatial shift is applied to the product (a contiguous [Co/groups,
+    H*W] block) by slicing rows i*d, i*d + s, ... and columns j*d, j*d + s,
+    .... Each column of the product depends only on X[b, :, h, w], so
+    shifting the product equals shifting X.
     """
     x = np.asarray(x, dtype=np.float64)
     w = np.asarray(w, dtype=np.float64)
     batch, channels, height, width = x.shape
     c_out, c_in, k, k2 = w.shape
-    assert c_in == channels and k == k2
-    oh, ow = height - k + 1, width - k + 1
+    assert c_in * groups == channels and c_out % groups == 0 and k == k2
+    extent = dilation * (k - 1) + 1
+    oh, ow = (height - extent) // stride + 1, (width - extent) // stride + 1
     out = np.zeros((batch, c_out, oh, ow), dtype=np.float64)
     flat = x.reshape(batch, channels, height * width)
+    per_group = c_out // groups
     with np.errstate(invalid="ignore", over="ignore"):   # inf - inf -> NaN is intended
-        for i in range(k):
-            for j in range(k):
-                tap = np.ascontiguousarray(w[:, :, i, j])
-                for b in range(batch):
-                    product = (tap @ flat[b]).reshape(c_out, height, width)
-                    out[b] += product[:, i:i + oh, j:j + ow]
+        for g in range(groups):
+            outs, ins = slice(g * per_group, (g + 1) * per_group), slice(g * c_in, (g + 1) * c_in)
+            for i in range(k):
+                for j in range(k):
+                    tap = np.ascontiguousarray(w[outs, :, i, j])
+                    r0, c0 = i * dilation, j * dilation
+                    for b in range(batch):
+                        product = (tap @ flat[b, ins]).reshape(per_group, height, width)
+                        out[b, outs] += product[:, r0:r0 + (oh - 1) * stride + 1:stride,
+                                                c0:c0 + (ow - 1) * stride + 1:stride]
     return out
 
 
@@ -249,6 +261,14 @@ def add_bias(y, bias):
     return y + np.asarray(bias, dtype=np.float64)[None, :, None, None]
 
 
+def add_residual(y, residual):
+    """y + residual (float64), or y when there is none."""
+    if residual is None:
+        return y
+    with np.errstate(invalid="ignore"):               # inf - inf -> NaN is intended
+        return y + np.asarray(residual, dtype=np.float64)
+
+
 def activation_numpy(y, spec):
     """The spec's activation on y (float64): a clamp to its float32 bounds; NaN stays NaN."""
     bounds = spec.clamp
@@ -264,13 +284,21 @@ def pool_numpy(y, spec):
     return max_pool_numpy(y, spec.pool, spec.pool_stride, spec.pool_padding, spec.ceil_mode)
 
 
-def torch_conv(x, w, bias, padding):
-    """F.conv2d with zero padding (top, left, bottom, right); unequal pads by F.pad."""
+def torch_conv(x, w, bias, padding, stride=1, dilation=1, groups=1):
+    """F.conv2d with zero padding (top, left, bottom, right; unequal pads by
+    F.pad), stride, dilation and groups."""
     import torch.nn.functional as F
     t, l, b, r = padding
     if t == b and l == r:
-        return F.conv2d(x, w, bias, padding=(t, l))
-    return F.conv2d(F.pad(x, (l, r, t, b)), w, bias)
+        return F.conv2d(x, w, bias, stride=stride, padding=(t, l), dilation=dilation,
+                        groups=groups)
+    return F.conv2d(F.pad(x, (l, r, t, b)), w, bias, stride=stride, dilation=dilation,
+                    groups=groups)
+
+
+def _conv_key(spec):
+    """What a conv result depends on besides x and w."""
+    return (tuple(spec.padding), spec.stride, spec.dilation, spec.groups)
 
 
 def torch_act_pool(y, spec):
@@ -332,9 +360,11 @@ def torch_bfloat16_probe():
     return _torch_bf16_probe or None
 
 
-def torch_layer(x, w, bias, spec):
+def torch_layer(x, w, bias, spec, residual=None):
     """The whole layer through torch.nn.functional on tensors of one dtype."""
-    return torch_act_pool(torch_conv(x, w, bias, LayerSpec.of(spec).padding), LayerSpec.of(spec))
+    spec = LayerSpec.of(spec)
+    y = torch_conv(x, w, bias, spec.padding, spec.stride, spec.dilation, spec.groups)
+    return torch_act_pool(y if residual is None else y + residual, spec)
 
 
 # --------------------------------------------------------------------------
@@ -344,9 +374,11 @@ class Reference:
     """Both references and the error scale for one input x and weights w.
 
     The unpooled float64 conv (NumPy) and conv(|x|, |w|) are computed once per
-    conv padding and reused for every bias, activation and pooling; the
-    torch conv is cached per bias and padding. ``pool`` arguments are an int
-    window (the original contract) or a LayerSpec.
+    conv padding, stride, dilation and groups and reused for every bias,
+    residual, activation and pooling; the torch conv is cached per bias and
+    conv. ``pool`` arguments are an int window (the original contract) or a
+    LayerSpec; ``residual`` arguments a float64 array of the conv output's
+    shape, or None.
     """
 
     def __init__(self, x, w):
@@ -358,23 +390,25 @@ class Reference:
         self._torch = {}
         self._torch_bf16 = {}
 
-    def conv_padded(self, padding=(0, 0, 0, 0)):
-        """NumPy float64 conv of x padded with zeros, no bias, unpooled."""
-        padding = tuple(padding)
-        if padding not in self._conv:
-            self._conv[padding] = conv2d_numpy(pad_zeros(self.x, padding), self.w)
-        return self._conv[padding]
+    def conv_padded(self, padding=(0, 0, 0, 0), spec=None):
+        """NumPy float64 conv of x padded with zeros, no bias, unpooled; with the
+        stride, dilation and groups of spec (a LayerSpec) when given."""
+        key = _conv_key(spec) if spec is not None else (tuple(padding), 1, 1, 1)
+        if key not in self._conv:
+            self._conv[key] = conv2d_numpy(pad_zeros(self.x, key[0]), self.w, *key[1:])
+        return self._conv[key]
 
-    def abs_conv_padded(self, padding=(0, 0, 0, 0)):
+    def abs_conv_padded(self, padding=(0, 0, 0, 0), spec=None):
         """conv(|x|, |w|) (x padded with zeros): sum of |x*w| over each window, unpooled."""
-        padding = tuple(padding)
-        if padding not in self._abs_conv:
+        key = _conv_key(spec) if spec is not None else (tuple(padding), 1, 1, 1)
+        if key not in self._abs_conv:
             if (self.x >= 0).all() and (self.w >= 0).all():
-                value = self.conv_padded(padding)     # identical for non-negative data
+                value = self.conv_padded(padding, spec)   # identical for non-negative data
             else:
-                value = conv2d_numpy(pad_zeros(np.abs(self.x), padding), np.abs(self.w))
-            self._abs_conv[padding] = value
-        return self._abs_conv[padding]
+                value = conv2d_numpy(pad_zeros(np.abs(self.x), key[0]), np.abs(self.w),
+                                     *key[1:])
+            self._abs_conv[key] = value
+        return self._abs_conv[key]
 
     @property
     def conv(self):
@@ -386,45 +420,51 @@ class Reference:
         """conv(|x|, |w|), no padding: sum of |x*w| over each window, unpooled."""
         return self.abs_conv_padded()
 
-    def numpy_result(self, bias, pool):
+    def numpy_result(self, bias, pool, residual=None):
         """NumPy reference.
 
         Original contract: max pool of the conv, then + bias. Otherwise the
-        activation of conv + bias, then the pooling of the spec.
+        activation of conv + bias + residual, then the pooling of the spec.
         """
         spec = LayerSpec.of(pool)
-        if spec.is_default:
+        if spec.is_default and residual is None:
             return add_bias(max_pool_numpy(self.conv, spec.pool), bias)
         with np.errstate(invalid="ignore"):             # inf - inf -> NaN is intended
-            y = add_bias(self.conv_padded(spec.padding), bias)
+            y = add_residual(add_bias(self.conv_padded(spec=spec), bias), residual)
         return pool_numpy(activation_numpy(y, spec), spec)
 
     @staticmethod
     def _bias_key(bias):
         return None if bias is None else np.asarray(bias, dtype=np.float64).tobytes()
 
-    def torch_result(self, bias, pool):
-        """torch reference: F.max_pool2d(act(F.conv2d(x, w, bias, padding)), P, S, pads, ceil)."""
+    def torch_result(self, bias, pool, residual=None):
+        """torch reference: F.max_pool2d(act(F.conv2d(x, w, bias, stride, padding, dilation,
+        groups) + residual), P, S, pads, ceil)."""
         import torch
         spec = LayerSpec.of(pool)
-        key = (self._bias_key(bias), spec.padding)
+        key = (self._bias_key(bias), _conv_key(spec))
         if key not in self._torch:
             xt = torch.from_numpy(self.x)
             wt = torch.from_numpy(self.w)
             bt = None if bias is None else torch.from_numpy(np.asarray(bias, np.float64))
             with torch.no_grad():
-                self._torch[key] = torch_conv(xt, wt, bt, spec.padding)
+                self._torch[key] = torch_conv(xt, wt, bt, spec.padding, spec.stride,
+                                              spec.dilation, spec.groups)
         with torch.no_grad():
-            return torch_act_pool(self._torch[key], spec).numpy()
+            y = self._torch[key]
+            if residual is not None:
+                y = y + torch.from_numpy(np.asarray(residual, np.float64))
+            return torch_act_pool(y, spec).numpy()
 
-    def torch_bfloat16_result(self, bias, pool):
+    def torch_bfloat16_result(self, bias, pool, residual=None):
         """torch's own bfloat16 layer on these inputs, as float64 (a loose reference).
 
         x, w and bias must hold bfloat16 values (decoded bit patterns), so the
         conversion to torch.bfloat16 is exact. F.conv2d runs on bfloat16
         tensors (torch's CPU kernels accumulate, add the bias and round in
         their own way), then the activation and max_pool2d; the conv is
-        cached per bias and padding. Raises TorchBfloat16Unusable (a
+        cached per bias and conv; the residual is added in bfloat16. Raises
+        TorchBfloat16Unusable (a
         RuntimeError) where torch's bfloat16 conv accumulates in bfloat16
         (torch_bfloat16_probe).
         """
@@ -433,7 +473,7 @@ class Reference:
         if unusable:
             raise TorchBfloat16Unusable(unusable)
         spec = LayerSpec.of(pool)
-        key = (self._bias_key(bias), spec.padding)
+        key = (self._bias_key(bias), _conv_key(spec))
         if key not in self._torch_bf16:
             xt = torch.from_numpy(self.x).to(torch.bfloat16)
             wt = torch.from_numpy(self.w).to(torch.bfloat16)
@@ -444,12 +484,17 @@ class Reference:
                     raise ValueError(f"{name} does not hold bfloat16 values: the torch "
                                      "bfloat16 reference would see other inputs")
             with torch.no_grad():
-                self._torch_bf16[key] = torch_conv(xt, wt, bt, spec.padding)
+                self._torch_bf16[key] = torch_conv(xt, wt, bt, spec.padding, spec.stride,
+                                                   spec.dilation, spec.groups)
         with torch.no_grad():
-            return torch_act_pool(self._torch_bf16[key], spec).double().numpy()
+            y = self._torch_bf16[key]
+            if residual is not None:
+                y = y + torch.from_numpy(np.asarray(residual, np.float64)).to(torch.bfloat16)
+            return torch_act_pool(y, spec).double().numpy()
 
-    def error_scale(self, bias, pool):
-        """S: sum|x*w| (+ |bias|) max-pooled over each window (finite conv values only).
+    def error_scale(self, bias, pool, residual=None):
+        """S: sum|x*w| (+ |bias| + |residual|) max-pooled over each window (finite conv
+        values only).
 
         Where the conv value itself is ±inf or NaN the scale is irrelevant (the
         pooled result is then judged exactly) or the element cannot be the max
@@ -458,12 +503,15 @@ class Reference:
         padding never wins a window (each holds a conv value).
         """
         spec = LayerSpec.of(pool)
-        conv = self.conv_padded(spec.padding)
-        scale = self.abs_conv_padded(spec.padding)
+        conv = self.conv_padded(spec=spec)
+        scale = self.abs_conv_padded(spec=spec)
         finite = np.isfinite(conv)
         if not finite.all():
             scale = np.where(finite & np.isfinite(scale), scale, 0.0)
-        if spec.is_default:
+        if residual is not None:
+            magnitude = np.abs(np.asarray(residual, np.float64))
+            scale = scale + np.where(np.isfinite(magnitude), magnitude, 0.0)
+        if spec.is_default and residual is None:
             scale = max_pool_numpy(scale, spec.pool)
             if bias is not None:
                 scale = scale + np.abs(np.asarray(bias, np.float64))[None, :, None, None]
@@ -472,14 +520,14 @@ class Reference:
             scale = scale + np.abs(np.asarray(bias, np.float64))[None, :, None, None]
         return pool_numpy(scale, spec)
 
-    def compare_references(self, bias, pool):
+    def compare_references(self, bias, pool, residual=None):
         """Check that the two references agree; returns (ok, message, numpy_result).
 
         NaN positions must match, infinities must be equal, finite values must
         satisfy |numpy - torch| <= 1e-10 * S.
         """
-        a = self.numpy_result(bias, pool)
-        b = self.torch_result(bias, pool)
+        a = self.numpy_result(bias, pool, residual)
+        b = self.torch_result(bias, pool, residual)
         if a.shape != b.shape:
             return False, f"reference shapes differ: numpy {a.shape}, torch {b.shape}", a
         nan_a, nan_b = np.isnan(a), np.isnan(b)
@@ -492,7 +540,7 @@ class Reference:
         if not np.array_equal(a[inf], b[inf]):
             return False, "infinities differ between numpy and torch", a
         finite = np.isfinite(a) & np.isfinite(b)
-        scale = self.error_scale(bias, pool)
+        scale = self.error_scale(bias, pool, residual)
         with np.errstate(invalid="ignore"):
             delta = np.where(finite, np.abs(a - b), 0.0)
         bad = finite & ~(delta <= REFERENCE_RTOL * scale + 1e-300)
