@@ -78,8 +78,10 @@ typedef enum convpool_algo {
   CONVPOOL_ALGO_AUTO = 0,         /**< the library chooses (see README, "Choosing the algorithm") */
   CONVPOOL_ALGO_SHIFT_REDUCE = 1, /**< shifted loads from per-item input panels */
   CONVPOOL_ALGO_IM2COL = 2,       /**< per-item im2col strips and a GEMM */
-  CONVPOOL_ALGO_WINOGRAD = 3      /**< Winograd F(4x4,3x3): k = 3 only; fp32 transforms and sums,
-                                       error up to ~1e-6 of sum |x*w| (README, "Winograd") */
+  CONVPOOL_ALGO_WINOGRAD = 3      /**< Winograd F(4x4,3x3): k = 3 only; fp32 transforms and sums;
+                                       tiles whose input range (and channel blocks whose weights)
+                                       it cannot compute within the contract's bound go to the
+                                       direct path (README, "Winograd") */
 } convpool_algo;
 
 /**
