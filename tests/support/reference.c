@@ -70,12 +70,12 @@ void cp_reference_layer(const convpool_layer *l, const void *src, int64_t batch,
                     double wv =
                         cp_ref_load(dtype, weights, (size_t)(((co * c_in + ci) * k + i) * k + j));
                     sum += xv * wv;
-                    abs_sum += fabs(xv * wv);
+                    abs_sum += isinf(xv * wv) ? 0.0 : fabs(xv * wv); /* finite terms only */
                   }
               if (bias != NULL) {
                 const double bv = cp_ref_load(dtype, bias, (size_t)co);
                 sum += bv;
-                abs_sum += fabs(bv);
+                abs_sum += isinf(bv) ? 0.0 : fabs(bv);
               }
               if (l->activation == CONVPOOL_ACTIVATION_RELU && sum < 0) sum = 0;
               if (l->activation == CONVPOOL_ACTIVATION_CLAMP) {
