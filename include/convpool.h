@@ -106,8 +106,10 @@ typedef enum convpool_algo {
                                        dilation above 1 */
   CONVPOOL_ALGO_IM2COL = 2,       /**< per-item im2col strips and a GEMM; every layer */
   CONVPOOL_ALGO_WINOGRAD = 3      /**< Winograd F(4x4,3x3): k = 3, stride, dilation and groups 1
-                                       only; fp32 transforms and sums, error up to ~1e-6 of
-                                       sum |x*w| (README, "Winograd") */
+                                       only; fp32 transforms and sums; tiles whose input range
+                                       (and channel blocks whose weights) it cannot compute
+                                       within the contract's bound go to the direct path
+                                       (README, "Winograd") */
 } convpool_algo;
 
 /**

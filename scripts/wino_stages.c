@@ -99,7 +99,9 @@ int main(int argc, char **argv) {
         }
         double s1 = now();
         st[0] += s1 - s0;
-        tr->input(panel, cs, ld, cin, tiles, tw_pad, nr, v, vs, flags);
+        const cp_wino_screen screen = {CP_WINO_RATIO, CP_WINO_RATIO_SUM, cp_wino_limit(1.0f),
+                                       (int64_t)conv_rows, (int64_t)cw};
+        tr->input(panel, cs, ld, cin, tiles, tw_pad, nr, v, vs, &screen, flags);
         double s2 = now();
         st[1] += s2 - s1;
         for (size_t cb0 = 0; cb0 < co_blocks; cb0 += pass) {

@@ -6,6 +6,7 @@
  * path. An algorithm that does not compute a layer must decline it, naming
  * the value.
  */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -629,6 +630,105 @@ static int check_nonfinite_vs_sr(convpool_dtype dtype) {
   return ok;
 }
 
+/* ---- huge and high-dynamic-range finite data ---- */
+
+static float normal_value(tu_rng *rng) {
+  const double u = ((double)(tu_next(rng) >> 11) + 0.5) * 0x1p-53;
+  const double v = (double)(tu_next(rng) >> 11) * 0x1p-53;
+  return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
+}
+
+/*
+ * A float32 layer with conv padding 1 (no bias, no pooling) on x and wt,
+ * against the reference: every output within the contract's bound, except
+ * outputs whose sum |x*w| reaches the fp32 range, where fp32 sums overflow
+ * (torch's too). For Winograd, also against shift-reduce: where that is not
+ * finite, the same value (+inf where every product is positive, not NaN).
+ * Returns 1 if so.
+ */
+static int check_data_case(const char *what, int64_t c_in, int64_t c_out, int64_t h, int64_t w,
+                           const float *x, const float *wt) {
+  if (declined_k(3)) return 1;
+  convpool_layer l;
+  convpool_layer_init(&l, CONVPOOL_FLOAT32, c_out, c_in, 3, 1);
+  for (int s = 0; s < 4; s++) l.padding[s] = 1;
+  const size_t n = (size_t)(c_out * h * w);
+  float *y = tu_xmalloc(n * sizeof(float)), *ys = tu_xmalloc(n * sizeof(float));
+  double *ref = tu_xmalloc(n * sizeof(double)), *bound = tu_xmalloc(n * sizeof(double));
+  convpool_options o;
+  convpool_options_init(&o);
+  o.algo = g_algo;
+  int ok =
+      convpool_layer_run(&l, x, 1, h, w, wt, NULL, y, n * sizeof(float), &o) == CONVPOOL_SUCCESS;
+  o.algo = CONVPOOL_ALGO_SHIFT_REDUCE;
+  ok = ok &&
+       convpool_layer_run(&l, x, 1, h, w, wt, NULL, ys, n * sizeof(float), &o) == CONVPOOL_SUCCESS;
+  if (!ok) printf("%s: %s\n", what, convpool_last_error());
+  cp_reference_layer(&l, x, 1, h, w, wt, NULL, ref, bound);
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; ok && i < n; i++) {
+    int good = close_enough(CONVPOOL_FLOAT32, y[i], ref[i], bound[i]) || !(bound[i] < FLT_MAX);
+    if (g_algo == CONVPOOL_ALGO_WINOGRAD && !isfinite(ys[i]))
+      good = (isnan(ys[i]) && isnan(y[i])) || ys[i] == y[i];
+    if (!good && bad++ == 0) first = i;
+  }
+  if (bad > 0) {
+    printf("%s: %zu outputs wrong, first %zu: got %.9g want %.9g (bound %.3g, shift-reduce %.9g)\n",
+           what, bad, first, (double)y[first], ref[first], bound[first], (double)ys[first]);
+    ok = 0;
+  }
+  free(y), free(ys), free(ref), free(bound);
+  return ok;
+}
+
+/*
+ * Finite data that Winograd's transforms used to turn into NaN or Inf, or
+ * whose range spread its rounding errors past the contract's bound: one
+ * input of 3e38 (its inner transform points overflowed); every input 1e38
+ * with weights 1 (sums overflow: +inf as shift-reduce and torch, not NaN);
+ * weights 2e38 (U overflowed fp32); one input 1e20 among N(0,1) values; one
+ * input 1e3 or 1e5 among values in [0, 1).
+ */
+static int check_huge_and_wide_data(int *cases) {
+  int failures = 0;
+  const int64_t c = 32, hw = 32, n_x = c * hw * hw, n_w = c * c * 9;
+  float *x = tu_xmalloc((size_t)n_x * sizeof(float)), *wt = tu_xmalloc((size_t)n_w * sizeof(float));
+  tu_rng rng = {4242};
+  for (int64_t i = 0; i < n_x; i++) x[i] = tu_uniform(&rng);
+  for (int64_t i = 0; i < n_w; i++) wt[i] = 1e-3f * tu_uniform(&rng);
+  x[8 * hw + 8] = 3e38f;
+  (*cases)++;
+  failures += !check_data_case("one input 3e38", c, c, hw, hw, x, wt);
+  for (int64_t i = 0; i < n_x; i++) x[i] = 1e38f;
+  for (int64_t i = 0; i < n_w; i++) wt[i] = 1.0f;
+  (*cases)++;
+  failures += !check_data_case("every input 1e38, weights 1", c, c, hw, hw, x, wt);
+  for (int64_t i = 0; i < n_x; i++) x[i] = 1e-6f;
+  for (int64_t i = 0; i < n_w; i++) wt[i] = 2e38f;
+  (*cases)++;
+  failures += !check_data_case("weights 2e38, inputs 1e-6", c, c, hw, hw, x, wt);
+  for (int64_t i = 0; i < n_x; i++) x[i] = normal_value(&rng);
+  for (int64_t i = 0; i < n_w; i++) wt[i] = normal_value(&rng);
+  x[8 * hw + 8] = 1e20f;
+  (*cases)++;
+  failures += !check_data_case("one input 1e20 among N(0,1)", c, c, hw, hw, x, wt);
+  const float spikes[2] = {1e3f, 1e5f};
+  for (int k = 0; k < 2; k++) {
+    const int64_t c_in = 16, c_out = 64;
+    for (int64_t i = 0; i < c_in * hw * hw; i++) x[i] = tu_uniform(&rng);
+    float *w2 = tu_xmalloc((size_t)(c_out * c_in * 9) * sizeof(float));
+    for (int64_t i = 0; i < c_out * c_in * 9; i++) w2[i] = tu_uniform(&rng);
+    x[8 * hw + 8] = spikes[k];
+    (*cases)++;
+    failures += !check_data_case(
+        k == 0 ? "one input 1e3 among [0, 1), 16 -> 64" : "one input 1e5 among [0, 1), 16 -> 64",
+        c_in, c_out, hw, hw, x, w2);
+    free(w2);
+  }
+  free(x), free(wt);
+  return failures;
+}
+
 /* bf16 subnormals: x = w = 1e-20, c_in = 2, k = 1. The products (1e-40) and
    their sum are subnormal: vdpbf16ps (the avx512bf16 kernel) flushes them
    to 0, every other kernel keeps them (convpool.h, CONVPOOL_BFLOAT16). */
@@ -747,6 +847,7 @@ int main(int argc, char **argv) {
   if (!check_nonfinite(CONVPOOL_FLOAT32)) failures++;
   if (!check_nonfinite(CONVPOOL_FLOAT16)) failures++;
   if (!check_nonfinite(CONVPOOL_BFLOAT16)) failures++;
+  failures += check_huge_and_wide_data(&cases);
   if (g_algo == CONVPOOL_ALGO_WINOGRAD) {
     cases += 3;
     if (!check_nonfinite_vs_sr(CONVPOOL_FLOAT32)) failures++;

@@ -2,7 +2,9 @@
  * Winograd F(4x4, 3x3) pieces: the matrices in exact arithmetic, then whole
  * items (weight transform, input transform, multiply, output transform) of
  * every transform implementation this CPU runs against a float64 direct
- * convolution, and the non-finite detection of the input transform.
+ * convolution, the range rule of the input transform (which tiles go to the
+ * direct path: non-finite, overflowing or high-dynamic-range input) and the
+ * weight side of it (which channel blocks go direct).
  */
 #include <math.h>
 #include <stdio.h>
@@ -60,9 +62,44 @@ typedef struct item_case {
   int c_in, c_out, th, tw; /* tiles th x tw; conv rows/cols used: rows x cols */
   int rows, cols;
   int signed_data;
+  float spike; /* > 0: a few inputs multiplied by it (high dynamic range) */
 } item_case;
 
-/* One item through every stage with transforms t and the kernels of its ISA. */
+/* The range rule of tile n in double, from the panel (winograd.h): the
+   larger of its two ratios, each divided by its threshold (the tile is
+   flagged above 1), over the outputs inside rows x cols. */
+static double rule_ratio(const float *panel, size_t cs, size_t ld, size_t cin, size_t tw_pad,
+                         size_t n, int rows, int cols) {
+  const size_t y0 = 4 * (n / tw_pad), x0 = 4 * (n % tw_pad);
+  double dmax = 0, amax = 0, min_s = -1;
+  for (size_t i = 0; i < 36; i++) {
+    double a = 0;
+    for (size_t c = 0; c < cin; c++) {
+      const double d = fabs(panel[c * cs + (y0 + i / 6) * ld + x0 + i % 6]);
+      dmax = fmax(dmax, d), a += d;
+    }
+    amax = fmax(amax, a);
+  }
+  for (size_t p = 0; p < 4; p++)
+    for (size_t q = 0; q < 4; q++) {
+      if ((int)(y0 + p) >= rows || (int)(x0 + q) >= cols) continue;
+      double s = 0;
+      for (size_t c = 0; c < cin; c++)
+        for (size_t i = 0; i < 9; i++)
+          s += fabs(panel[c * cs + (y0 + p + i / 3) * ld + x0 + q + i % 3]);
+      if (min_s < 0 || s < min_s) min_s = s;
+    }
+  if (min_s < 0 || amax == 0) return 0;
+  return fmax((double)cin * dmax / CP_WINO_RATIO, sqrt((double)cin) * amax / CP_WINO_RATIO_SUM) /
+         min_s;
+}
+
+/*
+ * One item through every stage with transforms t and the kernels of its ISA:
+ * the tiles the range rule flags are those a float64 evaluation of the rule
+ * flags, and every output of the other tiles is within the contract's bound
+ * of a float64 direct convolution.
+ */
 static void run_item(const cp_wino_transforms *t, const item_case *ic, double *max_rel) {
   const cp_sr_ukernel *uk = cp_sr_ukernel_select(CONVPOOL_FLOAT32, t->isa);
   const int mr = uk->mr, nr = uk->nr;
@@ -73,7 +110,7 @@ static void run_item(const cp_wino_transforms *t, const item_case *ic, double *m
   const size_t cin = (size_t)ic->c_in, cout = (size_t)ic->c_out;
   const size_t in_rows = (size_t)ic->rows + 2, in_cols = (size_t)ic->cols + 2;
   const int co_blocks = (ic->c_out + mr - 1) / mr;
-  tu_rng rng = {(uint64_t)(ic->c_in * 1000 + ic->c_out * 10 + ic->th)};
+  tu_rng rng = {(uint64_t)(ic->c_in * 1000 + ic->c_out * 10 + ic->th) + (uint64_t)ic->spike};
 
   float *panel = tu_xmalloc(cin * cs * sizeof(float));
   memset(panel, 0, cin * cs * sizeof(float));
@@ -83,19 +120,45 @@ static void run_item(const cp_wino_transforms *t, const item_case *ic, double *m
         float val = tu_uniform(&rng);
         panel[c * cs + y * ld + x] = ic->signed_data ? 2 * val - 1 : val;
       }
+  for (int k = 0; ic->spike > 0 && k < 3 + (int)(tiles / 8); k++)
+    panel[(tu_next(&rng) % cin) * cs + (tu_next(&rng) % in_rows) * ld + tu_next(&rng) % in_cols] *=
+        ic->spike;
   float *w = tu_xmalloc(cout * cin * 9 * sizeof(float));
   for (size_t i = 0; i < cout * cin * 9; i++) {
     float val = tu_uniform(&rng);
-    w[i] = ic->signed_data ? 2 * val - 1 : val;
+    w[i] = ic->signed_data ? 2 * val - 1 : val + 0.5f; /* even taps: no block goes direct */
   }
   const size_t uf = cp_wino_weight_floats(ic->c_out, ic->c_in, mr, tail->mr);
   float *u = tu_xmalloc(uf * sizeof(float));
   cp_wino_pack_weights(CONVPOOL_FLOAT32, w, ic->c_out, ic->c_in, mr, tail->mr, u);
+  float u_max = 0;
+  for (int cb = 0; cb < co_blocks; cb++) {
+    const float scale =
+        cp_wino_block_scale(CONVPOOL_FLOAT32, w, ic->c_out, ic->c_in, mr, tail->mr, u, (size_t)cb);
+    if (ic->c_in < CP_WINO_MIN_CHANNELS)
+      CHECK(scale < 0, "%s: block %d of %d input channels is not direct", t->name, cb, ic->c_in);
+    else if (!ic->signed_data)
+      CHECK(scale >= 0, "%s: block %d of even weights goes direct", t->name, cb);
+    u_max = scale > u_max ? scale : u_max;
+  }
+  const cp_wino_screen screen = {CP_WINO_RATIO, CP_WINO_RATIO_SUM, cp_wino_limit(u_max), ic->rows,
+                                 ic->cols};
   const size_t vs = cp_wino_v_stride(cin, (size_t)nr);
   float *v = tu_xmalloc(nblk * CP_WINO_POINTS * vs * sizeof(float));
   unsigned char *flags = tu_xmalloc(tiles);
-  size_t bad = t->input(panel, cs, ld, cin, tiles, tw_pad, (size_t)nr, v, vs, flags);
-  CHECK(bad == 0, "%s: finite input reported as non-finite", t->name);
+  size_t bad = t->input(panel, cs, ld, cin, tiles, tw_pad, (size_t)nr, v, vs, &screen, flags);
+  size_t want_flagged = 0;
+  for (size_t n = 0; n < tiles; n++) {
+    const double r = rule_ratio(panel, cs, ld, cin, tw_pad, n, ic->rows, ic->cols);
+    want_flagged += r > 1;
+    if (fabs(r - 1) > 1e-3)
+      CHECK(flags[n] == (r > 1), "%s c_in %d spike %g: tile %zu ratio / threshold %g flag %d",
+            t->name, ic->c_in, (double)ic->spike, n, r, flags[n]);
+  }
+  if (ic->spike == 0) CHECK(bad == 0, "%s: %zu tiles of ordinary data flagged", t->name, bad);
+  if (ic->spike >= 1e4f)
+    CHECK(bad > 0, "%s: spikes of %g flag no tile", t->name, (double)ic->spike);
+  (void)want_flagged;
   const size_t mfloats = (size_t)co_blocks * CP_WINO_POINTS * (size_t)mr * t_alloc;
   float *m = tu_xmalloc(mfloats * sizeof(float));
   cp_wino_multiply(uk, tail, co_blocks, u, uf / CP_WINO_POINTS, v, vs, cin, nblk, 0, co_blocks, m);
@@ -109,6 +172,7 @@ static void run_item(const cp_wino_transforms *t, const item_case *ic, double *m
       const size_t co = (size_t)cb * (size_t)mr + mm;
       for (int y = 0; y < ic->rows; y++)
         for (int x = 0; x < ic->cols; x++) {
+          if (flags[(size_t)(y / 4) * tw_pad + (size_t)(x / 4)]) continue; /* the direct path's */
           double ref = 0, bound = 0;
           for (size_t c = 0; c < cin; c++)
             for (int i = 0; i < 3; i++)
@@ -121,23 +185,25 @@ static void run_item(const cp_wino_transforms *t, const item_case *ic, double *m
           const double err = fabs(got - ref);
           if (bound > 0 && err / bound > *max_rel) *max_rel = err / bound;
           if (!(err <= 1e-5 * bound + 1e-6)) {
-            CHECK(0, "%s c_in %d c_out %d tiles %dx%d: co %zu (%d, %d) got %.9g want %.9g", t->name,
-                  ic->c_in, ic->c_out, ic->th, ic->tw, co, y, x, got, ref);
+            CHECK(0, "%s c_in %d c_out %d tiles %dx%d spike %g: co %zu (%d, %d) got %.9g want %.9g",
+                  t->name, ic->c_in, ic->c_out, ic->th, ic->tw, (double)ic->spike, co, y, x, got,
+                  ref);
             goto done;
           }
         }
     }
   }
 done:
-  /* Non-finite detection: NaN or Inf anywhere in the item's input flags
-     exactly the tiles whose 6x6 input window holds it. */
-  for (int trial = 0; trial < 6; trial++) {
+  /* A NaN, an Inf or a value that overflows the transforms anywhere in the
+     item's input flags exactly the tiles whose 6x6 input window holds it. */
+  const float specials[] = {NAN, INFINITY, -INFINITY, 3e38f, -1e37f, 1e36f};
+  for (int trial = 0; ic->spike == 0 && trial < 12; trial++) {
     const size_t c = tu_next(&rng) % cin, y = tu_next(&rng) % in_rows, x = tu_next(&rng) % in_cols;
     float *p = &panel[c * cs + y * ld + x];
     const float keep = *p;
-    *p = trial % 3 == 0 ? NAN : trial % 3 == 1 ? INFINITY : -INFINITY;
+    *p = specials[trial % 6];
     size_t want = 0;
-    bad = t->input(panel, cs, ld, cin, tiles, tw_pad, (size_t)nr, v, vs, flags);
+    bad = t->input(panel, cs, ld, cin, tiles, tw_pad, (size_t)nr, v, vs, &screen, flags);
     for (size_t n = 0; n < tiles; n++) {
       const size_t ty = 4 * (n / tw_pad), tx = 4 * (n % tw_pad);
       const int inside = y >= ty && y < ty + 6 && x >= tx && x < tx + 6;
@@ -151,15 +217,54 @@ done:
   free(flags), free(buf), free(m), free(v), free(u), free(w), free(panel);
 }
 
+/*
+ * The weight side: blocks whose U is not finite or too large, or whose
+ * filter taps are uneven, and every block of a layer with too few input
+ * channels, go direct; even random filters do not.
+ */
+static void test_block_scale(void) {
+  const int c_in = CP_WINO_MIN_CHANNELS, c_out = 7, mr = 4, mr_tail = 4;
+  float w[7 * CP_WINO_MIN_CHANNELS * 9];
+  tu_rng rng = {99};
+  const size_t uf = cp_wino_weight_floats(c_out, c_in, mr, mr_tail);
+  float *u = tu_xmalloc(uf * sizeof(float));
+  for (int variant = 0; variant < 7; variant++) {
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) w[i] = 0.5f + tu_uniform(&rng);
+    const size_t co = 5, tap = 4; /* in block 1 */
+    if (variant == 1) w[(co * c_in + 2) * 9 + tap] = INFINITY;
+    if (variant == 2) w[(co * c_in + 2) * 9 + tap] = 2e38f; /* U overflows fp32 */
+    if (variant == 3) w[(co * c_in + 2) * 9 + tap] = 1e25f; /* finite U above CP_WINO_U_MAX */
+    if (variant == 4)                                       /* one tap in every channel */
+      for (int c = 0; c < c_in; c++)
+        for (size_t t = 0; t < 9; t++) w[(co * c_in + (size_t)c) * 9 + t] = t == tap ? 1.0f : 0.0f;
+    if (variant == 5) /* a tap of 1/10 of the others in every channel */
+      for (int c = 0; c < c_in; c++) w[(co * c_in + (size_t)c) * 9 + tap] = 0.1f;
+    const int cin = variant == 6 ? c_in - 1 : c_in; /* too few channels: every block */
+    cp_wino_pack_weights(CONVPOOL_FLOAT32, w, c_out, cin, mr, mr_tail, u);
+    const float b0 = cp_wino_block_scale(CONVPOOL_FLOAT32, w, c_out, cin, mr, mr_tail, u, 0);
+    const float b1 = cp_wino_block_scale(CONVPOOL_FLOAT32, w, c_out, cin, mr, mr_tail, u, 1);
+    CHECK(variant == 6 ? b0 < 0 : b0 > 0 && b0 < 4, "block scale: variant %d block 0 scale %g",
+          variant, (double)b0);
+    CHECK(variant == 0 ? b1 > 0 : b1 < 0, "block scale: variant %d block 1 scale %g", variant,
+          (double)b1);
+  }
+  free(u);
+}
+
 int main(void) {
   test_matrices();
   const cp_cpu *cpu = cp_cpu_get();
   size_t count;
   const cp_wino_transforms *list = cp_wino_transforms_list(&count);
+  test_block_scale();
   const item_case cases[] = {
-      {1, 1, 1, 1, 4, 4, 0},      {3, 5, 2, 3, 7, 10, 1},   {17, 13, 3, 5, 12, 18, 0},
-      {16, 24, 1, 9, 4, 34, 1},   {64, 12, 2, 8, 8, 32, 0}, {256, 32, 1, 14, 4, 54, 0},
-      {256, 16, 2, 16, 8, 64, 1}, {5, 7, 4, 2, 13, 5, 1},
+      {1, 1, 1, 1, 4, 4, 0, 0},      {3, 5, 2, 3, 7, 10, 1, 0},
+      {17, 13, 3, 5, 12, 18, 0, 0},  {16, 24, 1, 9, 4, 34, 1, 0},
+      {64, 12, 2, 8, 8, 32, 0, 0},   {256, 32, 1, 14, 4, 54, 0, 0},
+      {256, 16, 2, 16, 8, 64, 1, 0}, {5, 7, 4, 2, 13, 5, 1, 0},
+      {16, 12, 2, 16, 8, 64, 0, 30}, {16, 12, 2, 16, 8, 64, 1, 1e3},
+      {64, 24, 2, 8, 8, 32, 0, 1e4}, {32, 12, 1, 16, 4, 64, 1, 1e20},
+      {8, 12, 3, 8, 12, 32, 0, 300},
   };
   for (size_t i = 0; i < count; i++) {
     const cp_wino_transforms *t = &list[i];

@@ -9,9 +9,11 @@
  * Tiles lie on one grid over the whole conv output (items start at conv
  * rows and columns that are multiples of 4), so every output is computed
  * from the same tile whatever the items and threads. A tile whose 6x6 input
- * holds a NaN or an Inf would spread it to outputs that do not see it, so
- * such tiles are recomputed with the shift-reduce kernel (weights kept in
- * its blocked layout too): their outputs are bit for bit shift-reduce's.
+ * holds a NaN or an Inf would spread it to outputs that do not see it, and
+ * one whose input range is wide would spread its rounding errors to outputs
+ * whose sum |x*w| is small; the range rule (winograd/winograd.h) flags both,
+ * and such tiles are recomputed with the shift-reduce kernel (weights kept
+ * in its blocked layout too): their outputs are bit for bit shift-reduce's.
  */
 #include <stdio.h>
 #include <string.h>
@@ -78,15 +80,20 @@ static convpool_status cp_wino_setup_layer(const cp_layer *layer, const cp_cpu *
   return CONVPOOL_SUCCESS;
 }
 
-/* Per channel block, after U: 1 if a weight of the block is not finite. Its
-   transform would mix the Inf or NaN into every point (inf - inf), so such
-   blocks are computed by shift-reduce over every tile. */
+/* Per channel block, after U: cp_wino_block_scale's verdict, the block's
+   largest |U| (>= 0) or -1 for a block that shift-reduce computes over every
+   tile (a weight that is not finite, whose transform would mix inf - inf
+   into every point; a U that overflows or is too large; uneven taps; fewer
+   than CP_WINO_MIN_CHANNELS input channels). */
 static const float *cp_wino_block_flags(const cp_plan *pl, const float *packed) {
   return packed + cp_wino_setup_of(pl)->flags_offset;
 }
 
-/* Blocked weights for the non-finite tiles first, then U, then the blocks'
-   non-finite flags. */
+static int cp_wino_block_direct(const cp_plan *pl, const float *packed, int64_t cb) {
+  return !(cp_wino_block_flags(pl, packed)[cb] >= 0.0f);
+}
+
+/* Blocked weights for the direct path first, then U, then the blocks' verdicts. */
 static void cp_wino_pack_weights_all(const cp_layer *layer, const cp_algo_setup *s,
                                      const void *weights, float *packed) {
   const cp_wino_setup *ws = CP_ALGO_STATE(const cp_wino_setup, s->state);
@@ -95,13 +102,9 @@ static void cp_wino_pack_weights_all(const cp_layer *layer, const cp_algo_setup 
   cp_sr_pack_weights(layer, s, weights, packed);
   cp_wino_pack_weights(layer->dtype, weights, layer->c_out, layer->c_in, ws->sr.uk->mr,
                        ws->sr.uk_tail->mr, packed + ws->u_offset);
-  const size_t per_block = ws->sr.weight_block_bytes / sizeof(float);
-  for (size_t cb = 0; cb < blocks; cb++) {
-    const size_t n = cb + 1 == blocks ? (size_t)ws->sr.uk_tail->mr * (per_block / mr) : per_block;
-    float check = 0.0f;
-    for (size_t i = 0; i < n; i++) check += packed[cb * per_block + i] * 0.0f;
-    flags[cb] = check != 0.0f ? 1.0f : 0.0f; /* NaN != 0: an Inf or a NaN */
-  }
+  for (size_t cb = 0; cb < blocks; cb++)
+    flags[cb] = cp_wino_block_scale(layer->dtype, weights, layer->c_out, layer->c_in, ws->sr.uk->mr,
+                                    ws->sr.uk_tail->mr, packed + ws->u_offset, cb);
 }
 
 /* The tiles of an item: those of the global grid that cover its conv region
@@ -393,6 +396,23 @@ static unsigned cp_wino_flag_border(const cp_plan *pl, const cp_wino_tiles *t,
   return any;
 }
 
+/* The range rule's inputs for the tiles of t (winograd/winograd.h): the
+   limit follows the largest |U| of the blocks that Winograd computes. */
+static cp_wino_screen cp_wino_screen_of(const cp_run *r, const cp_wino_tiles *t) {
+  const cp_plan *pl = r->pl;
+  const float *scale = cp_wino_block_flags(pl, r->packed);
+  float u_max = 0.0f;
+  for (int64_t cb = 0; cb < pl->co_blocks; cb++)
+    if (scale[cb] > u_max) u_max = scale[cb];
+  cp_wino_screen sc;
+  sc.ratio = CP_WINO_RATIO;
+  sc.ratio_sum = CP_WINO_RATIO_SUM;
+  sc.limit = cp_wino_limit(u_max);
+  sc.rows = pl->oh - 4 * (int64_t)t->ty0;
+  sc.cols = pl->ow - 4 * (int64_t)t->tx0;
+  return sc;
+}
+
 /* Pack and transform the input of item `it` into panel; returns its flags
    (1: a tile goes to the direct path). */
 static unsigned cp_wino_pack_into(const cp_run *r, const cp_item *it, float *panel) {
@@ -405,10 +425,12 @@ static unsigned cp_wino_pack_into(const cp_run *r, const cp_item *it, float *pan
                 (int64_t)(CP_WINO_M * t.tx0) - pl->pad[CP_LEFT], CP_WINO_M * t.tw + 2, &wp->panel,
                 panel);
   const size_t nr = cp_wino_nr(pl);
-  const size_t bad = wp->tf->input(
-      panel, wp->panel.cs, wp->panel.ld, (size_t)pl->c_in, t.tiles, t.tw_pad, nr,
-      cp_wino_v(pl, panel), cp_wino_v_stride((size_t)pl->c_in, nr), cp_wino_flags(pl, panel));
-  return (bad != 0) | cp_wino_flag_border(pl, &t, cp_wino_flags(pl, panel));
+  const cp_wino_screen screen = cp_wino_screen_of(r, &t);
+  const size_t flagged =
+      wp->tf->input(panel, wp->panel.cs, wp->panel.ld, (size_t)pl->c_in, t.tiles, t.tw_pad, nr,
+                    cp_wino_v(pl, panel), cp_wino_v_stride((size_t)pl->c_in, nr), &screen,
+                    cp_wino_flags(pl, panel));
+  return (flagged != 0) | cp_wino_flag_border(pl, &t, cp_wino_flags(pl, panel));
 }
 
 /*
@@ -461,7 +483,7 @@ static const float *cp_wino_pack_item(const cp_run *r, cp_item *it, float *panel
   return panel;
 }
 
-/* Shift-reduce over the tiles flagged non-finite, into the tile buffer. */
+/* Shift-reduce over the flagged tiles (every tile with `all`), into the tile buffer. */
 static void cp_wino_direct_tiles(const cp_run *r, const cp_wino_tiles *t, const float *panel,
                                  int64_t cb, size_t channels, float *buf, float *tile, int all) {
   const cp_plan *pl = r->pl;
@@ -509,10 +531,10 @@ static void cp_wino_compute_block(const cp_run *r, const cp_item *it, const floa
   const size_t left = (size_t)pl->c_out - (size_t)cb * mr, channels = left < mr ? left : mr;
   wp->tf->output(m + j * per_block, t.t_alloc, mr, channels, t.tiles, t.tw_pad, t.dy, t.dx, buf,
                  pl->buf_cols, pl->buf_row_ld);
-  const int block_nonfinite = cp_wino_block_flags(pl, r->packed)[cb] != 0.0f;
-  if (it->flags || block_nonfinite)
+  const int block_direct = cp_wino_block_direct(pl, r->packed, cb);
+  if (it->flags || block_direct)
     cp_wino_direct_tiles(r, &t, panel, cb, channels, buf,
-                         m + wp->pass * CP_WINO_POINTS * mr * wp->max.t_alloc, block_nonfinite);
+                         m + wp->pass * CP_WINO_POINTS * mr * wp->max.t_alloc, block_direct);
 }
 
 static void cp_wino_describe(const cp_plan *pl, char *text, size_t capacity) {
@@ -523,7 +545,7 @@ static void cp_wino_describe(const cp_plan *pl, char *text, size_t capacity) {
       sweep, sizeof sweep,
       "fp32; F(4x4,3x3), points 0, +-5/8, +-3/2; up to %zu x %zu tiles per item (%zu lanes in "
       "%zu blocks of %zu), V %zu KiB; products (%s) of %zu channel blocks per pass; transforms %s; "
-      "tiles with a NaN or Inf input (or in conv padding above 1): shift-reduce",
+      "shift-reduce: tiles of wide range or padding > 1; uneven/huge filters",
       t->th, t->tw, t->tiles, t->nblk, cp_wino_nr(pl), wp->v_floats * sizeof(float) >> 10,
       wp->uk->name, wp->pass, wp->tf->name);
   cp_sr_describe_tile(pl, (int64_t)(CP_WINO_M * t->th + 2), sweep, text, capacity);

@@ -44,4 +44,26 @@
     y3 = CP_W_FMA(CP_W_K(CP_W_A3), d1_, CP_W_FMA(CP_W_K(CP_W_B3), d2_, m5)); \
   } while (0)
 
+/*
+ * The 16 window sums of the range rule (winograd.h): s[4 * p + q] = sum of
+ * a[p + i][q + j] over i, j < 3, for a 6x6 array a (of sums of |d| over the
+ * channels), separably: three-sums along each row, then down each column.
+ */
+#define CP_W_WINDOWS(a, s)                                                       \
+  do {                                                                           \
+    CP_W_T r_[6][4];                                                             \
+    for (int i_ = 0; i_ < 6; i_++) {                                             \
+      const CP_W_T p_ = CP_W_ADD(a[i_][1], a[i_][2]);                            \
+      const CP_W_T q_ = CP_W_ADD(a[i_][3], a[i_][4]);                            \
+      r_[i_][0] = CP_W_ADD(a[i_][0], p_), r_[i_][1] = CP_W_ADD(p_, a[i_][3]);    \
+      r_[i_][2] = CP_W_ADD(a[i_][2], q_), r_[i_][3] = CP_W_ADD(q_, a[i_][5]);    \
+    }                                                                            \
+    for (int j_ = 0; j_ < 4; j_++) {                                             \
+      const CP_W_T p_ = CP_W_ADD(r_[1][j_], r_[2][j_]);                          \
+      const CP_W_T q_ = CP_W_ADD(r_[3][j_], r_[4][j_]);                          \
+      s[0 + j_] = CP_W_ADD(r_[0][j_], p_), s[4 + j_] = CP_W_ADD(p_, r_[3][j_]);  \
+      s[8 + j_] = CP_W_ADD(r_[2][j_], q_), s[12 + j_] = CP_W_ADD(q_, r_[5][j_]); \
+    }                                                                            \
+  } while (0)
+
 #endif

@@ -10,6 +10,8 @@
 #define CP_W_MUL(x, y) _mm256_mul_ps(x, y)
 #define CP_W_FMA(x, y, z) _mm256_fmadd_ps(x, y, z)
 #define CP_W_FNMA(x, y, z) _mm256_fnmadd_ps(x, y, z)
+#define CP_W_ABS(x) _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x)
+#define CP_W_MAX(x, y) _mm256_max_ps(x, y)
 #define CP_W_UNPACKLO(x, y) _mm256_unpacklo_ps(x, y)
 #define CP_W_UNPACKHI(x, y) _mm256_unpackhi_ps(x, y)
 #define CP_W_SHUF(x, y, imm) _mm256_shuffle_ps(x, y, imm)

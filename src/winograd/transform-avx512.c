@@ -10,6 +10,8 @@
 #define CP_W_MUL(x, y) _mm512_mul_ps(x, y)
 #define CP_W_FMA(x, y, z) _mm512_fmadd_ps(x, y, z)
 #define CP_W_FNMA(x, y, z) _mm512_fnmadd_ps(x, y, z)
+#define CP_W_ABS(x) _mm512_abs_ps(x)
+#define CP_W_MAX(x, y) _mm512_max_ps(x, y)
 #define CP_W_UNPACKLO(x, y) _mm512_unpacklo_ps(x, y)
 #define CP_W_UNPACKHI(x, y) _mm512_unpackhi_ps(x, y)
 #define CP_W_SHUF(x, y, imm) _mm512_shuffle_ps(x, y, imm)

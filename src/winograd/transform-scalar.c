@@ -1,4 +1,6 @@
 /* Portable Winograd transforms (one tile at a time), the multiply stage and dispatch. */
+#include <math.h>
+
 #include "winograd.h"
 
 #include "transform-1d.h"
@@ -12,11 +14,12 @@
 #define CP_W_K(c) (c)
 
 size_t cp_wino_input_scalar(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles,
-                            size_t tw_pad, size_t nr, float *v, size_t vs, unsigned char *flags) {
+                            size_t tw_pad, size_t nr, float *v, size_t vs,
+                            const cp_wino_screen *screen, unsigned char *flags) {
   const size_t lanes = (tiles + nr - 1) / nr * nr;
   size_t flagged = 0;
   for (size_t n = 0; n < lanes; n++) {
-    float check = 0.0f;
+    float a[6][6] = {{0}}, dmax = 0.0f; /* the range rule: sums of |d| over channels, max |d| */
     float *vn = v + (n / nr) * CP_WINO_POINTS * vs + n % nr;
     const float *pn = panel + (n / tw_pad) * 4 * ld + (n % tw_pad) * 4;
     for (size_t c = 0; c < c_in; c++) {
@@ -27,18 +30,26 @@ size_t cp_wino_input_scalar(const float *panel, size_t cs, size_t ld, size_t c_i
       }
       for (int i = 0; i < 6; i++) { /* rows: B^T along each input row */
         const float *d = pn + c * cs + (size_t)i * ld;
+        for (int j = 0; j < 6; j++) {
+          const float m = fabsf(d[j]);
+          a[i][j] += m;
+          dmax = dmax > m ? dmax : m;
+        }
         CP_W_INPUT_1D(d[0], d[1], d[2], d[3], d[4], d[5], h[i][0], h[i][1], h[i][2], h[i][3],
                       h[i][4], h[i][5]);
       }
       for (int s = 0; s < 6; s++) /* columns */
         CP_W_INPUT_1D(h[0][s], h[1][s], h[2][s], h[3][s], h[4][s], h[5][s], o[0][s], o[1][s],
                       o[2][s], o[3][s], o[4][s], o[5][s]);
-      /* o[0][0], o[0][5], o[5][0] and o[5][5] depend on every input element */
-      check += ((o[0][0] + o[0][5]) + (o[5][0] + o[5][5])) * 0.0f;
       for (int x = 0; x < 36; x++) vn[(size_t)x * vs + c * nr] = o[x / 6][x % 6];
     }
     if (n < tiles) {
-      flags[n] = check != 0.0f;
+      float s16[16], amax = a[0][0];
+      CP_W_WINDOWS(a, s16);
+      for (int i = 1; i < 36; i++) amax = amax > a[i / 6][i % 6] ? amax : a[i / 6][i % 6];
+      flags[n] = (unsigned char)cp_wino_screen_tile(screen, c_in, s16, dmax, amax,
+                                                    screen->rows - 4 * (int64_t)(n / tw_pad),
+                                                    screen->cols - 4 * (int64_t)(n % tw_pad));
       flagged += flags[n];
     }
   }

@@ -4,11 +4,13 @@
  * transpose of four such vectors (unpack, shuffle: no lane crossing) turns
  * them into vectors whose lanes run over CP_VW tiles, lane 4k + u holding
  * tile k of load u. The output transform undoes it with the same transpose.
+ * The input transform also gathers the range rule's sums (winograd.h) from
+ * the transposed inputs, lanes over tiles as the transform's own values.
  *
  * Define before including: CP_V (vector type), CP_VW (lanes), CP_W_LOADU,
  * CP_W_STOREU, CP_W_SET1, CP_W_ZERO, CP_W_ADD, CP_W_SUB, CP_W_MUL, CP_W_FMA,
- * CP_W_FNMA, CP_W_UNPACKLO, CP_W_UNPACKHI, CP_W_SHUF (per 128-bit lane),
- * CP_W_INPUT_FN, CP_W_OUTPUT_FN.
+ * CP_W_FNMA, CP_W_ABS (|x|), CP_W_MAX, CP_W_UNPACKLO, CP_W_UNPACKHI,
+ * CP_W_SHUF (per 128-bit lane), CP_W_INPUT_FN, CP_W_OUTPUT_FN.
  */
 #include <immintrin.h>
 
@@ -18,6 +20,7 @@
 #define CP_W_T CP_V
 #define CP_W_K(c) CP_W_SET1(c)
 #define CP_W_U (CP_VW / 4) /* tiles per loaded vector */
+#define CP_W_CHUNK 4       /* channels whose row transforms wait for their columns */
 
 /* In-lane 4x4 transpose of a0..a3 into o0..o3. */
 #define CP_W_TRANSPOSE4(a0, a1, a2, a3, o0, o1, o2, o3) \
@@ -33,12 +36,13 @@
   } while (0)
 
 size_t CP_W_INPUT_FN(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles,
-                     size_t tw_pad, size_t nr, float *v, size_t vs, unsigned char *flags) {
+                     size_t tw_pad, size_t nr, float *v, size_t vs, const cp_wino_screen *screen,
+                     unsigned char *flags) {
   const size_t lanes = (tiles + nr - 1) / nr * nr;
-  const CP_V zero = CP_W_ZERO();
   size_t flagged = 0;
   for (size_t g0 = 0; g0 < lanes; g0 += CP_VW) {
-    CP_V check = CP_W_ZERO();
+    CP_V a[6][6], dmax = CP_W_ZERO(); /* the range rule: sums of |d| over channels, max |d| */
+    for (int i = 0; i < 36; i++) a[i / 6][i % 6] = CP_W_ZERO();
     float *vg = v + (g0 / nr) * CP_WINO_POINTS * vs + g0 % nr;
     /* Each load covers CP_W_U tiles of one tile row (tw_pad is a multiple of
        4). Loads past the last tile repeat the first one: finite, ignored. */
@@ -48,44 +52,67 @@ size_t CP_W_INPUT_FN(const float *panel, size_t cs, size_t ld, size_t c_in, size
       if (n >= tiles) n = g0 < tiles ? g0 : 0;
       src[u] = panel + (n / tw_pad) * 4 * ld + (n % tw_pad) * 4;
     }
-    for (size_t c = 0; c < c_in; c++) {
-      CP_V h[6][6];
+    /* Channels in chunks: the row transforms of a chunk wait in h while the
+       rule's sums for one row stay in registers across the chunk. */
+    for (size_t c0 = 0; c0 < c_in; c0 += CP_W_CHUNK) {
+      const size_t nc = c_in - c0 < CP_W_CHUNK ? c_in - c0 : CP_W_CHUNK;
+      CP_V h[CP_W_CHUNK][6][6];
       for (size_t i = 0; i < 6; i++) { /* B^T along each input row of the tiles */
-        const size_t off = c * cs + i * ld;
-        const CP_V a0 = CP_W_LOADU(src[0] + off), a1 = CP_W_LOADU(src[1] + off);
-        const CP_V a2 = CP_W_LOADU(src[2] + off), a3 = CP_W_LOADU(src[3] + off);
-        const CP_V b0 = CP_W_LOADU(src[0] + off + 4), b1 = CP_W_LOADU(src[1] + off + 4);
-        const CP_V b2 = CP_W_LOADU(src[2] + off + 4), b3 = CP_W_LOADU(src[3] + off + 4);
-        CP_V d0, d1, d2, d3;
-        CP_W_TRANSPOSE4(a0, a1, a2, a3, d0, d1, d2, d3);
-        const CP_V e0 = CP_W_UNPACKLO(b0, b1), e1 = CP_W_UNPACKLO(b2, b3);
-        const CP_V d4 = CP_W_SHUF(e0, e1, 0x44), d5 = CP_W_SHUF(e0, e1, 0xEE);
-        CP_W_INPUT_1D(d0, d1, d2, d3, d4, d5, h[i][0], h[i][1], h[i][2], h[i][3], h[i][4], h[i][5]);
+        CP_V row[6];
+        for (int j = 0; j < 6; j++) row[j] = a[i][j];
+        for (size_t k = 0; k < nc; k++) {
+          const size_t off = (c0 + k) * cs + i * ld;
+          const CP_V a0 = CP_W_LOADU(src[0] + off), a1 = CP_W_LOADU(src[1] + off);
+          const CP_V a2 = CP_W_LOADU(src[2] + off), a3 = CP_W_LOADU(src[3] + off);
+          const CP_V b0 = CP_W_LOADU(src[0] + off + 4), b1 = CP_W_LOADU(src[1] + off + 4);
+          const CP_V b2 = CP_W_LOADU(src[2] + off + 4), b3 = CP_W_LOADU(src[3] + off + 4);
+          CP_V d[6];
+          CP_W_TRANSPOSE4(a0, a1, a2, a3, d[0], d[1], d[2], d[3]);
+          const CP_V e0 = CP_W_UNPACKLO(b0, b1), e1 = CP_W_UNPACKLO(b2, b3);
+          d[4] = CP_W_SHUF(e0, e1, 0x44), d[5] = CP_W_SHUF(e0, e1, 0xEE);
+          for (int j = 0; j < 6; j++) {
+            const CP_V m = CP_W_ABS(d[j]);
+            row[j] = CP_W_ADD(row[j], m);
+            dmax = CP_W_MAX(dmax, m);
+          }
+          CP_W_INPUT_1D(d[0], d[1], d[2], d[3], d[4], d[5], h[k][i][0], h[k][i][1], h[k][i][2],
+                        h[k][i][3], h[k][i][4], h[k][i][5]);
+        }
+        for (int j = 0; j < 6; j++) a[i][j] = row[j];
       }
-      float *vc = vg + c * nr;
-      for (size_t s = 0; s < 6; s++) { /* B^T along each column */
-        CP_V o0, o1, o2, o3, o4, o5;
-        CP_W_INPUT_1D(h[0][s], h[1][s], h[2][s], h[3][s], h[4][s], h[5][s], o0, o1, o2, o3, o4, o5);
-        CP_W_STOREU(vc + (0 * 6 + s) * vs, o0);
-        CP_W_STOREU(vc + (1 * 6 + s) * vs, o1);
-        CP_W_STOREU(vc + (2 * 6 + s) * vs, o2);
-        CP_W_STOREU(vc + (3 * 6 + s) * vs, o3);
-        CP_W_STOREU(vc + (4 * 6 + s) * vs, o4);
-        CP_W_STOREU(vc + (5 * 6 + s) * vs, o5);
-        /* V[0][0], V[0][5], V[5][0], V[5][5] together depend on every input
-           element: a NaN or Inf anywhere makes one of them non-finite. */
-        if (s == 0 || s == 5) check = CP_W_FMA(CP_W_ADD(o0, o5), zero, check);
+      for (size_t k = 0; k < nc; k++) {
+        float *vc = vg + (c0 + k) * nr;
+        for (size_t s = 0; s < 6; s++) { /* B^T along each column */
+          CP_V o0, o1, o2, o3, o4, o5;
+          CP_W_INPUT_1D(h[k][0][s], h[k][1][s], h[k][2][s], h[k][3][s], h[k][4][s], h[k][5][s], o0,
+                        o1, o2, o3, o4, o5);
+          CP_W_STOREU(vc + (0 * 6 + s) * vs, o0);
+          CP_W_STOREU(vc + (1 * 6 + s) * vs, o1);
+          CP_W_STOREU(vc + (2 * 6 + s) * vs, o2);
+          CP_W_STOREU(vc + (3 * 6 + s) * vs, o3);
+          CP_W_STOREU(vc + (4 * 6 + s) * vs, o4);
+          CP_W_STOREU(vc + (5 * 6 + s) * vs, o5);
+        }
       }
     }
-    /* Lane 4k + u holds tile k of load u. */
-    float lane_check[CP_VW];
-    CP_W_STOREU(lane_check, check);
+    /* The rule, lane by lane: lane 4k + u holds tile k of load u. */
+    CP_V sw[16], amax = a[0][0];
+    CP_W_WINDOWS(a, sw);
+    for (int i = 1; i < 36; i++) amax = CP_W_MAX(amax, a[i / 6][i % 6]);
+    float lane_s[16][CP_VW], lane_max[CP_VW], lane_amax[CP_VW];
+    for (int w = 0; w < 16; w++) CP_W_STOREU(lane_s[w], sw[w]);
+    CP_W_STOREU(lane_max, dmax);
+    CP_W_STOREU(lane_amax, amax);
     for (size_t l = 0; l < CP_VW; l++) {
       const size_t n = g0 + (l % 4) * CP_W_U + l / 4;
-      if (n < tiles) {
-        flags[n] = lane_check[l] != 0.0f;
-        flagged += flags[n];
-      }
+      if (n >= tiles) continue;
+      float s16[16];
+      for (int w = 0; w < 16; w++) s16[w] = lane_s[w][l];
+      const int64_t rows = screen->rows - 4 * (int64_t)(n / tw_pad);
+      const int64_t cols = screen->cols - 4 * (int64_t)(n % tw_pad);
+      flags[n] = (unsigned char)cp_wino_screen_tile(screen, c_in, s16, lane_max[l], lane_amax[l],
+                                                    rows, cols);
+      flagged += flags[n];
     }
   }
   return flagged;

@@ -1,4 +1,6 @@
 /* The 1D matrices of F(4, 3) and the weight transform U = G g G^T, packed per point. */
+#include <math.h>
+
 #include "../half.h"
 #include "winograd.h"
 
@@ -76,4 +78,35 @@ void cp_wino_pack_weights(convpool_dtype dtype, const void *weights, int64_t c_o
           }
       }
   }
+}
+
+float cp_wino_block_scale(convpool_dtype dtype, const void *weights, int64_t c_out, int64_t c_in,
+                          int mr, int mr_tail, const float *u, size_t cb) {
+  const size_t cin = (size_t)c_in, blocks = ((size_t)c_out + (size_t)mr - 1) / (size_t)mr;
+  const size_t xi_stride = cp_wino_weight_floats(c_out, c_in, mr, mr_tail) / CP_WINO_POINTS;
+  const size_t bmr = cb + 1 == blocks ? (size_t)mr_tail : (size_t)mr;
+  float u_max = 0.0f;
+  if (c_in < CP_WINO_MIN_CHANNELS) return -1.0f;
+  for (size_t xi = 0; xi < CP_WINO_POINTS; xi++) {
+    const float *ub = u + xi * xi_stride + cb * (size_t)mr * cin;
+    for (size_t i = 0; i < cin * bmr; i++) {
+      const float a = fabsf(ub[i]);
+      if (!(a <= CP_WINO_U_MAX)) return -1.0f; /* Inf, NaN or too large */
+      if (a > u_max) u_max = a;
+    }
+  }
+  for (size_t m = 0; m < bmr; m++) {
+    const size_t co = cb * (size_t)mr + m;
+    if (co >= (size_t)c_out) break;
+    double tap[9] = {0}, mean = 0, least = 0;
+    for (size_t c = 0; c < cin; c++)
+      for (size_t t = 0; t < 9; t++)
+        tap[t] += fabs(cp_wino_load(dtype, weights, (co * cin + c) * 9 + t));
+    for (size_t t = 0; t < 9; t++) {
+      mean += tap[t] / 9;
+      if (t == 0 || tap[t] < least) least = tap[t];
+    }
+    if (least * CP_WINO_SPREAD < mean) return -1.0f;
+  }
+  return u_max;
 }

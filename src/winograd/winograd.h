@@ -40,6 +40,7 @@
 #ifndef CONVPOOL_WINOGRAD_H
 #define CONVPOOL_WINOGRAD_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -71,15 +72,108 @@ void cp_wino_pack_weights(convpool_dtype dtype, const void *weights, int64_t c_o
                           int mr, int mr_tail, float *u);
 
 /*
+ * How channel block cb of U (packed by cp_wino_pack_weights from the same
+ * weights) is computed: returns its largest |U| (>= 0) for Winograd, or -1
+ * for the direct path: fewer than CP_WINO_MIN_CHANNELS input channels; a U
+ * that is not finite (an Inf or NaN weight, or a transform that overflowed
+ * fp32) or above CP_WINO_U_MAX; or an output channel whose filter taps t,
+ * summed over the input channels (W(t) = sum_c |g[c][t]|), include one below
+ * 1/CP_WINO_SPREAD of their mean: such a filter (one tap, an edge detector,
+ * taps of very different sizes) leaves an output's sum |x*w| far below what
+ * the range rule assumes wherever the large inputs meet its small taps.
+ */
+float cp_wino_block_scale(convpool_dtype dtype, const void *weights, int64_t c_out, int64_t c_in,
+                          int mr, int mr_tail, const float *u, size_t cb);
+
+/*
+ * The range rule: which tiles the direct path computes (README "Winograd").
+ * Winograd's rounding errors reach every output of a tile in proportion to
+ * the tile's largest inputs, while the contract bounds each output's error
+ * by its own sum |x*w| (1e-5 of it, plus 1e-6). With d the 6x6 inputs of a
+ * tile in every channel, a tile is flagged when
+ *
+ *   c_in * max |d|           >  CP_WINO_RATIO * min_o S(o)    (a large input)
+ *   sqrt(c_in) * max_p A(p)  >  CP_WINO_RATIO_SUM * min_o S(o)
+ *                                  (a position large in many channels at once)
+ *   or not  L <= limit                             (overflow, NaN or Inf)
+ *
+ * A(p) = sum of |d| at position p over the channels, S(o) = sum of A over
+ * output o's 3x3 window, o over the tile's outputs that exist (rows x cols
+ * from the item's first tile), L = sum of A over the 6x6 positions. The
+ * thresholds were measured on random tiles of ordinary and
+ * high-dynamic-range data (tools/wino_range.c): below them the error stayed
+ * within 7.6e-6 of sum |x*w| for c_in >= 8, while ordinary data (uniform,
+ * normal, ReLU'd normal; conv padding 1) stays below 3.3 and 5.5 for
+ * c_in >= 16 (4.8 and 3.9 at c_in = 8).
+ *
+ * limit = CP_WINO_HEADROOM / max(1, u_max), u_max the largest |U| of the
+ * channel blocks that Winograd computes (<= CP_WINO_U_MAX): every |V| is at
+ * most 7.03 L, every partial sum of M at most 7.03 u_max L and every value
+ * of the output transform at most 52.4 times that, so nothing overflows
+ * (2^118 * 369 < 2^127). Sums in fp32: an Inf or NaN input, or a sum that
+ * overflows, fails `L <= limit`.
+ */
+#define CP_WINO_RATIO 4.0f
+#define CP_WINO_RATIO_SUM 8.0f
+#define CP_WINO_HEADROOM 0x1p118f
+#define CP_WINO_U_MAX 0x1p64f
+/* A filter whose taps, summed over the input channels, include one below
+   1/CP_WINO_SPREAD of their mean makes its channel block direct (see
+   cp_wino_block_scale). */
+#define CP_WINO_SPREAD 8.0
+/* Fewer input channels make every block direct: with few channels an
+   output's sum |x*w| follows its inputs too loosely for the rule (measured:
+   up to 7.2e-5 of it with 3 channels; auto hands such layers to
+   shift-reduce anyway). */
+#define CP_WINO_MIN_CHANNELS 8
+
+typedef struct cp_wino_screen {
+  float ratio;     /* CP_WINO_RATIO */
+  float ratio_sum; /* CP_WINO_RATIO_SUM */
+  float limit;     /* the largest L of a tile computed by Winograd */
+  int64_t rows;    /* conv output rows that exist from the first tile row */
+  int64_t cols;    /* conv output columns that exist from the first tile column */
+} cp_wino_screen;
+
+/* The limit of a screen for blocks whose largest |U| is u_max. */
+static inline float cp_wino_limit(float u_max) {
+  return CP_WINO_HEADROOM / (u_max > 1.0f ? u_max : 1.0f);
+}
+
+/*
+ * The rule for one tile: s[16] its window sums (s[4p + q] for output (p, q)),
+ * dmax its largest |d|, amax its largest A(p), up to rows x cols of its
+ * outputs existing. Returns 1 to flag it. Tiles with no output (rows or
+ * cols <= 0) are flagged only for a non-finite L.
+ */
+static inline int cp_wino_screen_tile(const cp_wino_screen *sc, size_t c_in, const float s[16],
+                                      float dmax, float amax, int64_t rows, int64_t cols) {
+  const float l = (s[0] + s[3]) + (s[12] + s[15]); /* four windows that tile the 6x6 */
+  if (!(l <= sc->limit)) return 1;
+  float min_s = 0.0f;
+  int any = 0;
+  for (int64_t p = 0; p < 4 && p < rows; p++)
+    for (int64_t q = 0; q < 4 && q < cols; q++) {
+      const float w = s[4 * p + q];
+      if (!any || w < min_s) min_s = w;
+      any = 1;
+    }
+  return any && !((float)c_in * dmax <= sc->ratio * min_s &&
+                  sqrtf((float)c_in) * amax <= sc->ratio_sum * min_s);
+}
+
+/*
  * Input transform of tiles [0, tiles) of an item: V (layout above) for every
  * input channel. Lanes of the last block past `tiles` get finite values
- * that the caller ignores. flags[n] (n < tiles) is set to 1 if an input
- * element of tile n is not finite (or its transform overflowed), else 0;
- * returns the number of such tiles.
+ * that the caller ignores. flags[n] (n < tiles) is set to 1 if tile n is to
+ * be computed directly by the range rule `screen` (above; tile n's first
+ * output is at row 4 (n / tw_pad), column 4 (n % tw_pad) of screen's rows x
+ * cols), else 0; returns the number of such tiles. V is the same whatever
+ * the flags.
  */
 typedef size_t (*cp_wino_input_fn)(const float *panel, size_t cs, size_t ld, size_t c_in,
                                    size_t tiles, size_t tw_pad, size_t nr, float *v, size_t vs,
-                                   unsigned char *flags);
+                                   const cp_wino_screen *screen, unsigned char *flags);
 
 /*
  * Output transform of channels [0, mr) of M for tiles [0, tiles): Y = A^T M A
@@ -126,17 +220,20 @@ static inline size_t cp_wino_v_stride(size_t c_in, size_t nr) {
 
 /* Portable transforms (also the reference of the vector ones). */
 size_t cp_wino_input_scalar(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles,
-                            size_t tw_pad, size_t nr, float *v, size_t vs, unsigned char *flags);
+                            size_t tw_pad, size_t nr, float *v, size_t vs,
+                            const cp_wino_screen *screen, unsigned char *flags);
 void cp_wino_output_scalar(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
                            size_t tiles, size_t tw_pad, size_t dy, size_t dx, float *buf,
                            size_t buf_cols, size_t buf_ld);
 size_t cp_wino_input_avx2(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles,
-                          size_t tw_pad, size_t nr, float *v, size_t vs, unsigned char *flags);
+                          size_t tw_pad, size_t nr, float *v, size_t vs,
+                          const cp_wino_screen *screen, unsigned char *flags);
 void cp_wino_output_avx2(const float *m, size_t t_alloc, size_t mr_stride, size_t mr, size_t tiles,
                          size_t tw_pad, size_t dy, size_t dx, float *buf, size_t buf_cols,
                          size_t buf_ld);
 size_t cp_wino_input_avx512(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles,
-                            size_t tw_pad, size_t nr, float *v, size_t vs, unsigned char *flags);
+                            size_t tw_pad, size_t nr, float *v, size_t vs,
+                            const cp_wino_screen *screen, unsigned char *flags);
 void cp_wino_output_avx512(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
                            size_t tiles, size_t tw_pad, size_t dy, size_t dx, float *buf,
                            size_t buf_cols, size_t buf_ld);

@@ -29,7 +29,7 @@
  *                one-shot call, 16 fail an allocation, 32 a convpool_layer (five more
  *                bytes follow the header, below; the calls are convpool_op_create_layer
  *                and convpool_layer_run), 64 an extreme value (one more byte, after
- *                the layer's)
+ *                the layer's), 128 wide values in the tensors (below)
  *  12 dst_bytes shortfall (1 + b % 8 bytes) / dst offset into src (4-byte steps)
  *  13 the allocation to fail (1 + b % 8)
  *  14 describe capacity (1 + b % 64, or 4096 for b >= 192)
@@ -50,9 +50,17 @@
  *    11 width = INT64_MAX, 12 batch = INT64_MAX, 13 height = width = 2^31
  *     (layer fields apply with flag 32 only)
  *  then tensor data, one byte per element, cycled: (b - 128) / 16, except
- *     0xfd -> -inf, 0xfe -> +inf, 0xff -> NaN
+ *     0xfd -> -inf, 0xfe -> +inf, 0xff -> NaN; with flag 128, bytes 0xc0..0xfc are
+ *     huge and tiny finite values instead (decode_wide), so that x, w and bias mix
+ *     ordinary values with values up to FLT_MAX (high-dynamic-range Winograd tiles,
+ *     sums that overflow)
+ *
+ * The oracle holds every algorithm, Winograd included, to the contract's bound for
+ * every finite input (Winograd's range rule must send the tiles it cannot compute
+ * within it to the direct path).
  */
 #define _POSIX_C_SOURCE 200809L
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -92,10 +100,21 @@ static float decode_value(uint8_t b) {
   return ((float)b - 128.0f) / 16.0f;
 }
 
+/* Flag 64: 0xc0..0xfc are +-1.5 * 2^(8j - 100) for j = 0..28 (1e-30 .. 3e37) and
+   +-FLT_MAX (even bytes positive); the others decode as without it. */
+static float decode_wide(uint8_t b) {
+  if (b < 0xc0 || b >= 0xfd) return decode_value(b);
+  const unsigned k = (unsigned)b - 0xc0u, j = k / 2;
+  const float sign = k % 2 ? -1.0f : 1.0f;
+  return j >= 29 ? sign * FLT_MAX : sign * ldexpf(1.5f, 8 * (int)j - 100);
+}
+
 static void fill_from(void *dst, size_t n, convpool_dtype dtype, const uint8_t *bytes, size_t count,
-                      size_t *cursor) {
-  for (size_t i = 0; i < n; i++)
-    rel_set(dtype, dst, i, count ? decode_value(bytes[(*cursor)++ % count]) : 0.0f);
+                      size_t *cursor, int wide) {
+  for (size_t i = 0; i < n; i++) {
+    const uint8_t b = count ? bytes[(*cursor)++ % count] : 128;
+    rel_set(dtype, dst, i, wide ? decode_wide(b) : decode_value(b));
+  }
 }
 
 #define FUZZ_ASSERT(cond, ...)                   \
@@ -325,10 +344,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   unsigned char *x = arena;
   size_t cursor = 0;
   memset(arena, PATTERN, X_CAP * 4 + Y_CAP * 4);
-  if (tensors_ok) fill_from(x, rel_x_count(&c), c.dtype, values, n_values, &cursor);
+  const int wide_values = (flags & 128) != 0;
+  if (tensors_ok) fill_from(x, rel_x_count(&c), c.dtype, values, n_values, &cursor, wide_values);
   if (c_in >= 1 && c_out >= 1 && c_out <= 12 && k >= 1 && k <= 5) /* the extremes are refused */
-    fill_from(w, (size_t)(c_out * c_in * k * k), c.dtype, values, n_values, &cursor);
-  if (c_out >= 1 && c_out <= 12) fill_from(bias, (size_t)c_out, c.dtype, values, n_values, &cursor);
+    fill_from(w, (size_t)(c_out * c_in * k * k), c.dtype, values, n_values, &cursor, wide_values);
+  if (c_out >= 1 && c_out <= 12)
+    fill_from(bias, (size_t)c_out, c.dtype, values, n_values, &cursor, wide_values);
   memcpy(x_copy, x, X_CAP * 4);
   unsigned char *dst = arena + X_CAP * 4; /* right after the largest src */
   size_t dst_bytes = Y_CAP * 4;

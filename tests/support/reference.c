@@ -99,13 +99,13 @@ void cp_reference_layer_residual(const convpool_layer *l, const void *src, int64
                     double wv = cp_ref_load(dtype, weights,
                                             (size_t)(((co * group_in + cg) * k + i) * k + j));
                     sum += xv * wv;
-                    abs_sum += fabs(xv * wv);
+                    abs_sum += isinf(xv * wv) ? 0.0 : fabs(xv * wv); /* finite terms only */
                   }
               }
               if (bias != NULL) {
                 const double bv = cp_ref_load(dtype, bias, (size_t)co);
                 sum += bv;
-                abs_sum += fabs(bv);
+                abs_sum += isinf(bv) ? 0.0 : fabs(bv);
               }
               if (residual != NULL) {
                 const double rv =

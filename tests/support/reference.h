@@ -12,7 +12,9 @@
  * output, the max over its window (clipped by the -inf pool padding) of
  * act(conv with zero padding, stride, dilation and groups + bias +
  * residual), NaN if any value of the window is NaN. bound (if not NULL)
- * receives the max over the window of sum |x*w| + |bias| + |residual|.
+ * receives the max over the window of sum |x*w| + |bias| + |residual| over
+ * the finite terms (an infinite input makes the output infinite or NaN; the
+ * finite terms say whether fp32 sums beside it may overflow).
  */
 void cp_reference_layer(const convpool_layer *layer, const void *src, int64_t batch, int64_t height,
                         int64_t width, const void *weights, const void *bias, double *out,
