@@ -434,6 +434,7 @@ def _pack(weight, bias, layer, dtype_name, impl, threads):
     kwargs = layer.kwargs()
     if threads is None:
         kwargs["shared_pool"] = True
+        _follow_torch_threads()              # the pool starts at torch's size
     return Operator(w, b, dtype=dtype_name, impl=impl, threads=threads, **kwargs)
 
 
