@@ -477,6 +477,14 @@ def _run_chain(gm, match, x, residual):
     return env[match.nodes[-1]]
 
 
+# A pause before each timed call. torch's OpenMP threads spin for a while
+# after each op (libgomp's default wait policy); a convpool layer started then
+# shares the cores with them, and a torch op started right after a convpool
+# run waits for its sleeping threads. The pause lets the other side's threads
+# settle, so that each time is the layer's own.
+_SETTLE_SECONDS = 0.005
+
+
 def _best_times(first, second, trials):
     """Best wall times of first() and second() in seconds, alternating, after a warm-up each."""
     first()
@@ -484,6 +492,7 @@ def _best_times(first, second, trials):
     best = [math.inf, math.inf]
     for _ in range(trials):
         for i, fn in enumerate((first, second)):
+            time.sleep(_SETTLE_SECONDS)
             t0 = time.perf_counter()
             fn()
             best[i] = min(best[i], time.perf_counter() - t0)

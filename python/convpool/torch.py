@@ -434,6 +434,7 @@ def _pack(weight, bias, layer, dtype_name, impl, threads, residual=False):
     kwargs = layer.kwargs()
     if threads is None:
         kwargs["shared_pool"] = True
+        _follow_torch_threads()              # the pool starts at torch's size
     if residual:
         kwargs["residual"] = True
     return Operator(w, b, dtype=dtype_name, impl=impl, threads=threads, **kwargs)
