@@ -190,6 +190,29 @@ static inline int rel_check_output(const rel_case *c, const void *x, const void 
                                 why, cap);
 }
 
+/* The case on one thread with algorithm `algo` into y (y_bytes), checked
+   against the reference: 1 if it ran and matched; a failure is reported as
+   `what` of algo. */
+static inline int rel_one_thread_result(const rel_case *c, const void *x, const void *w,
+                                        const void *bias, int algo, void *y, size_t y_bytes,
+                                        const char *what) {
+  convpool_options o;
+  convpool_options_init(&o);
+  o.threads = 1;
+  o.algo = (convpool_algo)algo;
+  const convpool_status st =
+      convpool_conv2d_maxpool(c->dtype, x, c->batch, c->c_in, c->height, c->width, w, c->c_out,
+                              c->k, bias, c->pool, y, y_bytes, &o);
+  if (st != CONVPOOL_SUCCESS) {
+    REL_CHECK(0, "%s of algo %d: %s", what, algo, convpool_last_error());
+    return 0;
+  }
+  char why[400];
+  const int good = rel_check_output(c, x, w, bias, y, why, sizeof why);
+  REL_CHECK(good == 1, "%s of algo %d: %s", what, algo, why);
+  return good == 1;
+}
+
 /* ---- an instrumented allocator ---- */
 
 #define REL_ALLOC_SLOTS 4096

@@ -58,20 +58,9 @@ static int make_data(void) {
   for (int a = 0; a < 3; a++) {
     g_expected[a] = malloc(g_y_bytes);
     if (g_expected[a] == NULL) return 0;
-    convpool_options o;
-    convpool_options_init(&o);
-    o.threads = 1;
-    o.algo = (convpool_algo)a;
-    convpool_status st = convpool_conv2d_maxpool(
-        g_case.dtype, g_x, g_case.batch, g_case.c_in, g_case.height, g_case.width, g_w,
-        g_case.c_out, g_case.k, g_bias, g_case.pool, g_expected[a], g_y_bytes, &o);
-    if (st != CONVPOOL_SUCCESS) {
-      REL_CHECK(0, "one-thread result of algo %d: %s", a, convpool_last_error());
+    if (!rel_one_thread_result(&g_case, g_x, g_w, g_bias, a, g_expected[a], g_y_bytes,
+                               "one-thread result"))
       return 0;
-    }
-    char why[400];
-    REL_CHECK(rel_check_output(&g_case, g_x, g_w, g_bias, g_expected[a], why, sizeof why) == 1,
-              "one-thread result of algo %d: %s", a, why);
   }
   return 1;
 }

@@ -60,21 +60,8 @@ static int make_shared(void) {
   for (int a = 0; a < 3; a++) {
     g_expected_algo[a] = malloc(g_y_bytes);
     if (g_expected_algo[a] == NULL) return 0;
-    convpool_options o;
-    convpool_options_init(&o);
-    o.threads = 1;
-    o.algo = (convpool_algo)a;
-    convpool_status st = convpool_conv2d_maxpool(
-        g_case.dtype, g_x, g_case.batch, g_case.c_in, g_case.height, g_case.width, g_w,
-        g_case.c_out, g_case.k, g_bias, g_case.pool, g_expected_algo[a], g_y_bytes, &o);
-    if (st != CONVPOOL_SUCCESS) {
-      REL_CHECK(0, "expected output of algo %d: %s", a, convpool_last_error());
-      return 0;
-    }
-    char why[400];
-    int good = rel_check_output(&g_case, g_x, g_w, g_bias, g_expected_algo[a], why, sizeof why);
-    REL_CHECK(good == 1, "single-threaded result of algo %d: %s", a, why);
-    ok &= good == 1;
+    ok &= rel_one_thread_result(&g_case, g_x, g_w, g_bias, a, g_expected_algo[a], g_y_bytes,
+                                "single-threaded result");
   }
   memcpy(g_expected, g_expected_algo[CONVPOOL_ALGO_AUTO], g_y_bytes);
   return ok;
