@@ -699,12 +699,22 @@ def _run_operator(op, x, out, residual):
         op(_numpy_view(x), out=_numpy_view(out), residual=_numpy_view(residual))
 
 
-def _op_cpu(x, weight, bias, padding, clamp_min, clamp_max, pool, pool_stride, pool_padding,
-            ceil_mode, cache_key, stride=1, dilation=1, groups=1, residual=None):
+def _op_arguments(x, weight, bias, padding, clamp_min, clamp_max, pool, pool_stride,
+                  pool_padding, ceil_mode, stride, dilation, groups, residual):
+    """The op's checks, shared by its CPU and Meta implementations: (layer, dtype name,
+    whether x is unbatched)."""
     _refuse_grad(x, weight, bias, residual)
     layer = _op_layer(padding, clamp_min, clamp_max, pool, pool_stride, pool_padding,
                       ceil_mode, stride, dilation, groups)
     dtype_name, unbatched = _check_op_tensors(x, weight, bias, layer.groups, residual)
+    return layer, dtype_name, unbatched
+
+
+def _op_cpu(x, weight, bias, padding, clamp_min, clamp_max, pool, pool_stride, pool_padding,
+            ceil_mode, cache_key, stride=1, dilation=1, groups=1, residual=None):
+    layer, dtype_name, unbatched = _op_arguments(x, weight, bias, padding, clamp_min, clamp_max,
+                                                 pool, pool_stride, pool_padding, ceil_mode,
+                                                 stride, dilation, groups, residual)
     channels_last = _channels_last(x)
     x = x.detach()                           # under no_grad: no graph is recorded anyway
     if residual is not None:
@@ -749,10 +759,9 @@ def _op_cpu(x, weight, bias, padding, clamp_min, clamp_max, pool, pool_stride, p
 
 def _op_meta(x, weight, bias, padding, clamp_min, clamp_max, pool, pool_stride, pool_padding,
              ceil_mode, cache_key, stride=1, dilation=1, groups=1, residual=None):
-    _refuse_grad(x, weight, bias, residual)
-    layer = _op_layer(padding, clamp_min, clamp_max, pool, pool_stride, pool_padding,
-                      ceil_mode, stride, dilation, groups)
-    _, unbatched = _check_op_tensors(x, weight, bias, layer.groups, residual)
+    layer, _, unbatched = _op_arguments(x, weight, bias, padding, clamp_min, clamp_max, pool,
+                                        pool_stride, pool_padding, ceil_mode, stride, dilation,
+                                        groups, residual)
     x_shape = (1,) + tuple(x.shape) if unbatched else tuple(x.shape)
     shape = _torch_output_shape(x_shape, tuple(weight.shape), layer)
     memory_format = torch.channels_last if _channels_last(x) else torch.contiguous_format

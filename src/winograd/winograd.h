@@ -219,24 +219,18 @@ static inline size_t cp_wino_v_stride(size_t c_in, size_t nr) {
   return (n / 16) % 2 ? n : n + 16;
 }
 
-/* Portable transforms (also the reference of the vector ones). */
-size_t cp_wino_input_scalar(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles,
-                            size_t tw_pad, size_t nr, float *v, size_t vs,
-                            const cp_wino_screen *screen, unsigned char *flags);
-void cp_wino_output_scalar(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
-                           size_t tiles, size_t tw_pad, size_t dy, size_t dx, float *buf,
-                           size_t buf_cols, size_t buf_ld);
-size_t cp_wino_input_avx2(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles,
-                          size_t tw_pad, size_t nr, float *v, size_t vs,
-                          const cp_wino_screen *screen, unsigned char *flags);
-void cp_wino_output_avx2(const float *m, size_t t_alloc, size_t mr_stride, size_t mr, size_t tiles,
-                         size_t tw_pad, size_t dy, size_t dx, float *buf, size_t buf_cols,
-                         size_t buf_ld);
-size_t cp_wino_input_avx512(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles,
-                            size_t tw_pad, size_t nr, float *v, size_t vs,
-                            const cp_wino_screen *screen, unsigned char *flags);
-void cp_wino_output_avx512(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
-                           size_t tiles, size_t tw_pad, size_t dy, size_t dx, float *buf,
-                           size_t buf_cols, size_t buf_ld);
+/* The transforms of each ISA, cp_wino_input_<isa> and cp_wino_output_<isa>
+   (the portable ones are also the reference of the vector ones). */
+#define CP_WINO_DECLARE_TRANSFORMS(isa)                                                           \
+  size_t cp_wino_input_##isa(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles, \
+                             size_t tw_pad, size_t nr, float *v, size_t vs,                       \
+                             const cp_wino_screen *screen, unsigned char *flags);                 \
+  void cp_wino_output_##isa(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,          \
+                            size_t tiles, size_t tw_pad, size_t dy, size_t dx, float *buf,        \
+                            size_t buf_cols, size_t buf_ld);
+CP_WINO_DECLARE_TRANSFORMS(scalar)
+CP_WINO_DECLARE_TRANSFORMS(avx2)
+CP_WINO_DECLARE_TRANSFORMS(avx512)
+#undef CP_WINO_DECLARE_TRANSFORMS
 
 #endif
