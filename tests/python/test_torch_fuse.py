@@ -16,7 +16,8 @@
   or where the library refuses the example's shape;
 - tensor conventions: channels_last in and out, strided inputs, float16 and
   bfloat16 models, inputs that require grad refused;
-- CONVPOOL_VERBOSE=1 from Python: the library's lines on stderr.
+- CONVPOOL_VERBOSE=1 from Python: the library's create, run and failed-create lines
+  on stderr, none without it.
 
     python3 tests/python/test_torch_fuse.py [-v]
 
@@ -675,6 +676,11 @@ class TestVerbose(unittest.TestCase):
         "f = cpt.fuse(m)\n"
         "with torch.no_grad():\n"
         "    f(torch.rand(1, 3, 8, 8)); f(torch.rand(2, 3, 10, 6))\n"
+        "import numpy as np, convpool\n"
+        "try:\n"
+        "    convpool.Operator(np.ones((2, 3, 5, 5), np.float32), impl='winograd')\n"
+        "except convpool.UnsupportedError:\n"
+        "    pass\n"
         "print('done')\n")
 
     def run_script(self, verbose):
@@ -698,6 +704,11 @@ class TestVerbose(unittest.TestCase):
         self.assertIn("shared pool of 2 threads", creates[0])
         self.assertIn("[2, 3, 10, 6] -> [2, 4, 5, 3]", runs[2])
         self.assertRegex(runs[0], r": [0-9.]+ ms$")
+        failed = [line for line in lines if line.startswith("convpool: create failed")]
+        self.assertEqual(len(failed), 1, lines)
+        self.assertIn("create failed: unsupported: ", failed[0])
+        self.assertIn("winograd", failed[0])
+        self.assertEqual(len(lines), 7, lines)
         self.assertEqual(self.run_script(None), [])
         self.assertEqual(self.run_script("0"), [])
 
