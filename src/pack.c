@@ -203,11 +203,67 @@ static size_t cp_panel_row_span(const cp_panel_src *src, const cp_panel_channel 
   return ((e - 1 - a) * (size_t)src->split + 1) * src->elem_size;
 }
 
+/*
+ * The panel of a float32 source without a split: every channel step is one
+ * channel, whose rows share the same columns inside the input, so the row
+ * copy is a plain loop (the rows of deep layers are a few floats: a call per
+ * row cost more than the copy). Rows ahead_rows ahead are prefetched, as in
+ * the general packer.
+ */
+static void cp_pack_fp32_steps(const cp_panel_src *src, int64_t iy0, size_t rows, int64_t ix0,
+                               size_t cols, size_t step0, size_t step1,
+                               const cp_panel_layout *layout, float *panel) {
+  const size_t ld = layout->ld, cs = layout->cs, w = (size_t)src->width;
+  const size_t plane = (size_t)src->height * w, c_in = (size_t)(src->c_in / src->groups);
+  size_t a, e;
+  cp_panel_columns(src, ix0, cols, &a, &e);
+  /* rows [y_lo, y_hi) of the panel lie inside the input */
+  const int64_t h = src->height;
+  const size_t y_lo = iy0 >= 0 ? 0 : (size_t)(-iy0 < (int64_t)rows ? -iy0 : (int64_t)rows);
+  const size_t y_hi = iy0 >= h ? y_lo : (size_t)(h - iy0 < (int64_t)rows ? h - iy0 : (int64_t)rows);
+  const float *image = (const float *)(const void *)src->image;
+  const size_t inside = y_hi > y_lo ? y_hi - y_lo : 0, ahead = src->ahead_rows;
+  const size_t span = e > a ? (e - a) * sizeof(float) : 1; /* bytes of a row read */
+  for (size_t t = step0; t < step1; t++) {
+    float *to = panel + t * cs;
+    const size_t g = t / src->group_steps, u = t % src->group_steps;
+    if (u >= c_in || a >= e || inside == 0) {
+      memset(to, 0, cs * sizeof(float));
+      continue;
+    }
+    const float *from = image + (g * c_in + u) * plane + (size_t)(iy0 + (int64_t)y_lo) * w;
+    from += (size_t)(ix0 + (int64_t)a);
+    memset(to, 0, y_lo * ld * sizeof(float));
+    to += y_lo * ld;
+    for (size_t y = 0; y < inside; y++, to += ld, from += w) {
+      if (ahead > 0) { /* the row `ahead` rows on, in this channel or a later one (an
+                          address only: it may lie past the tensor, which a prefetch allows) */
+        const size_t on = y + ahead;
+        const ptrdiff_t d = (ptrdiff_t)(on / inside * plane) +
+                            ((ptrdiff_t)(on % inside) - (ptrdiff_t)y) * (ptrdiff_t)w;
+        const uintptr_t p = (uintptr_t)from + (uintptr_t)(d * (ptrdiff_t)sizeof(float));
+        for (size_t o = 0; o < span; o += CP_CACHE_LINE)
+          __builtin_prefetch((const void *)(p + o), 0, 3);
+        __builtin_prefetch((const void *)(p + span - 1), 0, 3);
+      }
+      for (size_t x = 0; x < a; x++) to[x] = 0.0f;
+      for (size_t x = a; x < e; x++) to[x] = from[x - a];
+      for (size_t x = e; x < ld; x++) to[x] = 0.0f;
+    }
+    memset(to, 0, (cs - y_hi * ld) * sizeof(float));
+  }
+}
+
 void cp_pack_panel_steps(const cp_panel_src *src, int64_t iy0, size_t rows, int64_t ix0,
                          size_t cols, size_t step0, size_t step1, const cp_panel_layout *layout,
                          float *panel) {
   const size_t ld = layout->ld, cs = layout->cs;
   const size_t steps = (size_t)src->groups * src->group_steps;
+  if (src->cpack == 1 && src->split == 1 && src->widen == NULL && src->elem_size == 4) {
+    cp_pack_fp32_steps(src, iy0, rows, ix0, cols, step0, step1, layout, panel);
+    memset(panel + steps * cs, 0, (layout->floats - steps * cs) * sizeof(float));
+    return;
+  }
   cp_panel_channel ahead_ch[2] = {{NULL, 0, 0}, {NULL, 0, 0}};
   size_t ahead_step = SIZE_MAX;
   for (size_t s = step0; s < step1; s++) {
