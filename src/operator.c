@@ -314,10 +314,13 @@ convpool_status convpool_op_output_shape(const convpool_op *op, int64_t batch, i
   return CONVPOOL_SUCCESS;
 }
 
-/* Room for `threads` per-thread phase times and scratch of the plan, kept
-   for the next run of the same size. */
+/* Room for `threads` per-thread phase times, scratch and the shared workspace
+   of the plan, kept for the next run of the same size. A refused allocation
+   releases what this call allocated: a failed run keeps no more than before. */
 static convpool_status cp_op_reserve(convpool_op *op, const cp_plan *pl) {
   size_t scratch_bytes;
+  convpool_status st = CONVPOOL_SUCCESS;
+  int grew_scratch = 0, grew_times = 0;
   if (!cp_mul(pl->scratch_bytes, (size_t)pl->threads, &scratch_bytes))
     return cp_fail(CONVPOOL_INVALID_ARGUMENT, "scratch size overflows");
   if (scratch_bytes > op->scratch_bytes) {
@@ -326,26 +329,40 @@ static convpool_status cp_op_reserve(convpool_op *op, const cp_plan *pl) {
     op->scratch = cp_alloc(op->allocator, scratch_bytes);
     if (op->scratch == NULL)
       return cp_fail(CONVPOOL_OUT_OF_MEMORY, "cannot allocate %zu bytes of scratch", scratch_bytes);
-    op->scratch_bytes = scratch_bytes;
+    op->scratch_bytes = scratch_bytes, grew_scratch = 1;
   }
   if (pl->threads > op->times_count) { /* on the shared pool, after it grew */
     cp_free(op->allocator, op->times);
     op->times_count = 0;
     op->times = cp_alloc(op->allocator, (size_t)pl->threads * sizeof *op->times);
-    if (op->times == NULL)
-      return cp_fail(CONVPOOL_OUT_OF_MEMORY, "cannot allocate per-thread statistics");
-    op->times_count = pl->threads;
+    if (op->times == NULL) {
+      st = cp_fail(CONVPOOL_OUT_OF_MEMORY, "cannot allocate per-thread statistics");
+      goto undo;
+    }
+    op->times_count = pl->threads, grew_times = 1;
   }
   if (pl->shared_bytes > op->workspace_bytes) { /* the phase before the items writes it */
     cp_free(op->allocator, op->workspace);
     op->workspace_bytes = 0;
     op->workspace = cp_alloc(op->allocator, pl->shared_bytes);
-    if (op->workspace == NULL)
-      return cp_fail(CONVPOOL_OUT_OF_MEMORY, "cannot allocate %zu bytes of shared workspace",
-                     pl->shared_bytes);
+    if (op->workspace == NULL) {
+      st = cp_fail(CONVPOOL_OUT_OF_MEMORY, "cannot allocate %zu bytes of shared workspace",
+                   pl->shared_bytes);
+      goto undo;
+    }
     op->workspace_bytes = pl->shared_bytes;
   }
   return CONVPOOL_SUCCESS;
+undo:
+  if (grew_times) {
+    cp_free(op->allocator, op->times);
+    op->times = NULL, op->times_count = 0;
+  }
+  if (grew_scratch) {
+    cp_free(op->allocator, op->scratch);
+    op->scratch = NULL, op->scratch_bytes = 0;
+  }
+  return st;
 }
 
 /* The run on `pool`, which this call holds, of an operator it has claimed. */

@@ -203,6 +203,31 @@ cp_item cp_item_of(const cp_plan *pl, int64_t item) {
   return it;
 }
 
+static size_t cp_region_flag_bytes(const cp_plan *pl) {
+  return cp_round_up((size_t)pl->prepare_items * sizeof(unsigned), CP_CACHE_LINE);
+}
+
+int cp_plan_share_regions(cp_plan *pl) {
+  const int64_t regions = pl->items / pl->co_groups;
+  size_t bytes;
+  pl->prepare_items = 0, pl->shared_bytes = 0;
+  if (pl->co_groups == 1) return 1;
+  if (!cp_mul((size_t)regions, cp_round_up(pl->panel_bytes, CP_CACHE_LINE), &bytes) ||
+      !cp_add(bytes, cp_round_up((size_t)regions * sizeof(unsigned), CP_CACHE_LINE), &bytes))
+    return 0;
+  if (bytes > cp_cpu_get()->l3 / pl->cfg->shared_l3_div) return 1;
+  pl->prepare_items = regions, pl->shared_bytes = bytes;
+  return 1;
+}
+
+int64_t cp_item_region(const cp_plan *pl, const cp_item *it) {
+  return (it->b * pl->row_groups + it->q0 / pl->group) * pl->col_blocks + it->c0 / pl->col_block;
+}
+
+size_t cp_region_offset(const cp_plan *pl, int64_t region) {
+  return cp_region_flag_bytes(pl) + (size_t)region * cp_round_up(pl->panel_bytes, CP_CACHE_LINE);
+}
+
 /* Byte count of a [d0, d1, d2, d3] tensor, or 0 if it overflows (or exceeds PTRDIFF_MAX). */
 static int cp_tensor_bytes(int64_t d0, int64_t d1, int64_t d2, int64_t d3, size_t elem,
                            size_t *bytes) {

@@ -140,6 +140,20 @@ void cp_conv_span(int64_t q, int64_t n, int64_t pool, int64_t stride, int64_t pa
 /* The item with index `item` of the plan. */
 cp_item cp_item_of(const cp_plan *pl, int64_t item);
 
+/*
+ * Shared regions: a phase before the items that prepares one panel of
+ * pl->panel_bytes per image region (batch image x row group x column block),
+ * which the items of the region's channel groups all read, and one flag word
+ * per region. The run's shared workspace is [the flag words, to a cache
+ * line][regions x the panel, each to a cache line]. cp_plan_share_regions
+ * chooses it where channel groups split the regions and the workspace fits
+ * the shared budget (L3 / shared_l3_div); otherwise no phase (each item packs
+ * its own). Returns 0 on overflow.
+ */
+int cp_plan_share_regions(cp_plan *pl);
+int64_t cp_item_region(const cp_plan *pl, const cp_item *it); /* the item's region */
+size_t cp_region_offset(const cp_plan *pl, int64_t region);   /* bytes to its panel */
+
 /* The conv group of channel block cb. */
 static inline int64_t cp_block_group(const cp_plan *pl, int64_t cb) {
   return cb / pl->group_co_blocks;

@@ -202,29 +202,68 @@ static const float *cp_sr_source_window(const cp_run *r, const cp_item *it) {
   return (const float *)(const void *)r->src + first;
 }
 
-/* The panel of the conv groups of the item's channel blocks: conv row y0
-   reads input row y0 * stride - pad (phase 0); or the source in place. */
+/* Channel steps [step0, step1) of the panel of the item's region: conv row
+   y0 reads input row y0 * stride - pad (phase 0). */
+static void cp_sr_pack_steps(const cp_run *r, const cp_item *it, size_t step0, size_t step1,
+                             float *panel) {
+  const cp_plan *pl = r->pl;
+  const size_t k = (size_t)cp_sr_setup_of(pl->setup)->k;
+  const cp_panel_src src = cp_panel_src_of(r, it->b);
+  cp_pack_panel_steps(&src, it->y0 * pl->conv_stride - pl->pad[CP_TOP], (size_t)it->ny + k - 1,
+                      it->x0 * pl->conv_stride - pl->pad[CP_LEFT], (size_t)it->nx + k - 1, step0,
+                      step1, &CP_ALGO_STATE(const cp_sr_plan, pl->state)->panel, panel);
+}
+
+/*
+ * Where channel groups split the image regions and their items cannot read
+ * the source in place (conv padding to write, a split stride, 16-bit
+ * storage), each region's panel is packed once, before the items, and the
+ * items of every channel group read it there (cp_plan_share_regions).
+ */
+static int cp_sr_schedule(cp_plan *pl) {
+  const int in_place = pl->dtype == CONVPOOL_FLOAT32 && cp_sr_setup_of(pl->setup)->split == 1 &&
+                       pl->pad[CP_TOP] == 0 && pl->pad[CP_LEFT] == 0 && pl->pad[CP_BOTTOM] == 0 &&
+                       pl->pad[CP_RIGHT] == 0;
+  if (!in_place) return cp_plan_share_regions(pl);
+  pl->prepare_items = 0, pl->shared_bytes = 0;
+  return 1;
+}
+
+static float *cp_sr_region(const cp_run *r, int64_t region) {
+  return (float *)(void *)(r->shared + cp_region_offset(r->pl, region));
+}
+
+/* Region `index` (the items of channel group 0 come in region order), every
+   conv group's channels; none where the items read the source in place. */
+static void cp_sr_prepare(const cp_run *r, int64_t index) {
+  const cp_item it = cp_item_of(r->pl, index * r->pl->co_groups);
+  if (cp_sr_source_window(r, &it) != NULL) return;
+  const size_t steps = (size_t)r->pl->groups * (size_t)cp_sr_setup_of(r->pl->setup)->c_steps;
+  cp_sr_pack_steps(r, &it, 0, steps, cp_sr_region(r, index));
+}
+
+/* The item's panel: the source in place, its region's prepared panel, or the
+   conv groups of its channel blocks packed into its own. */
 static const float *cp_sr_pack_item(const cp_run *r, cp_item *it, float *panel) {
   const cp_plan *pl = r->pl;
-  const cp_sr_plan *sp = CP_ALGO_STATE(const cp_sr_plan, pl->state);
+  const cp_sr_setup *s = cp_sr_setup_of(pl->setup);
   const float *source = cp_sr_source_window(r, it);
   if (source != NULL) {
     it->flags = CP_SR_IN_PLACE;
     return source;
   }
-  const size_t k = (size_t)cp_sr_setup_of(pl->setup)->k;
-  const size_t steps = (size_t)cp_sr_setup_of(pl->setup)->c_steps;
-  const cp_panel_src src = cp_panel_src_of(r, it->b);
+  const size_t steps = (size_t)s->c_steps;
   const size_t step0 = (size_t)cp_block_group(pl, it->cb0) * steps;
   const size_t step1 = (size_t)(cp_block_group(pl, it->cb1 - 1) + 1) * steps;
-  cp_pack_panel_steps(&src, it->y0 * pl->conv_stride - pl->pad[CP_TOP], (size_t)it->ny + k - 1,
-                      it->x0 * pl->conv_stride - pl->pad[CP_LEFT], (size_t)it->nx + k - 1, step0,
-                      step1, &sp->panel, panel);
-  if (cp_sr_setup_of(pl->setup)->zero_taps)
-    it->flags =
-        cp_has_nonfinite(panel + step0 * sp->panel.cs, (step1 - step0) * sp->panel.cs, src.cpack)
-            ? CP_SR_NONFINITE
-            : 0u;
+  if (pl->prepare_items > 0)
+    panel = cp_sr_region(r, cp_item_region(pl, it));
+  else
+    cp_sr_pack_steps(r, it, step0, step1, panel);
+  const size_t cs = CP_ALGO_STATE(const cp_sr_plan, pl->state)->panel.cs;
+  if (s->zero_taps)
+    it->flags = cp_has_nonfinite(panel + step0 * cs, (step1 - step0) * cs, (size_t)s->uk->cpack)
+                    ? CP_SR_NONFINITE
+                    : 0u;
   return panel;
 }
 
@@ -357,6 +396,8 @@ const cp_algorithm cp_algorithm_sr = {
     .item_units = cp_sr_item_units,
     .geometry = cp_sr_geometry,
     .cost = cp_sr_plan_cost,
+    .schedule = cp_sr_schedule,
+    .prepare = cp_sr_prepare,
     .pack_item = cp_sr_pack_item,
     .compute_block = cp_sr_compute_block,
     .describe = cp_sr_describe,

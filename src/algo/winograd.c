@@ -434,49 +434,25 @@ static unsigned cp_wino_pack_into(const cp_run *r, const cp_item *it, float *pan
 }
 
 /*
- * The two-phase schedule: when channel groups split an image region, the
- * region's input is packed and transformed once, before the items, into the
- * run's shared workspace, and every channel group's item reads it there.
- * Shared = [one flag word per region, to a cache line][regions x panel].
+ * The two-phase schedule (cp_plan_share_regions): when channel groups split
+ * an image region, the region's input is packed and transformed once, before
+ * the items, and every channel group's item reads it there; a region's flag
+ * word says whether any of its tiles goes direct.
  */
-static size_t cp_wino_region_bytes(const cp_plan *pl) {
-  return cp_round_up(pl->panel_bytes, CP_CACHE_LINE);
-}
-
-static size_t cp_wino_flag_words(const cp_plan *pl) {
-  return cp_round_up((size_t)pl->prepare_items * sizeof(unsigned), CP_CACHE_LINE);
-}
-
 static float *cp_wino_region(const cp_run *r, int64_t region) {
-  return (float *)(r->shared + cp_wino_flag_words(r->pl) +
-                   (size_t)region * cp_wino_region_bytes(r->pl));
-}
-
-static int cp_wino_schedule(cp_plan *pl) {
-  const int64_t regions = pl->items / pl->co_groups;
-  size_t bytes;
-  pl->prepare_items = 0, pl->shared_bytes = 0;
-  if (pl->co_groups == 1) return 1;
-  if (!cp_mul((size_t)regions, cp_wino_region_bytes(pl), &bytes) ||
-      !cp_add(bytes, cp_round_up((size_t)regions * sizeof(unsigned), CP_CACHE_LINE), &bytes))
-    return 0;
-  if (bytes > cp_cpu_get()->l3 / pl->cfg->shared_l3_div) return 1; /* each item packs its own */
-  pl->prepare_items = regions, pl->shared_bytes = bytes;
-  return 1;
+  return (float *)(void *)(r->shared + cp_region_offset(r->pl, region));
 }
 
 /* Region `index` (the items of channel group 0 come in region order). */
 static void cp_wino_prepare(const cp_run *r, int64_t index) {
   const cp_item it = cp_item_of(r->pl, index * r->pl->co_groups);
-  ((unsigned *)r->shared)[index] = cp_wino_pack_into(r, &it, cp_wino_region(r, index));
+  ((unsigned *)(void *)r->shared)[index] = cp_wino_pack_into(r, &it, cp_wino_region(r, index));
 }
 
 static const float *cp_wino_pack_item(const cp_run *r, cp_item *it, float *panel) {
-  const cp_plan *pl = r->pl;
-  if (pl->prepare_items > 0) { /* prepared: the item's region */
-    const int64_t region =
-        (it->b * pl->row_groups + it->q0 / pl->group) * pl->col_blocks + it->c0 / pl->col_block;
-    it->flags = ((const unsigned *)r->shared)[region];
+  if (r->pl->prepare_items > 0) { /* prepared: the item's region */
+    const int64_t region = cp_item_region(r->pl, it);
+    it->flags = ((const unsigned *)(const void *)r->shared)[region];
     return cp_wino_region(r, region);
   }
   it->flags = cp_wino_pack_into(r, it, panel);
@@ -581,7 +557,7 @@ const cp_algorithm cp_algorithm_winograd = {
     .fits = cp_wino_fits,
     .cost = cp_wino_cost,
     .worth_splitting_to = cp_wino_worth_splitting_to,
-    .schedule = cp_wino_schedule,
+    .schedule = cp_plan_share_regions,
     .prepare = cp_wino_prepare,
     .pack_item = cp_wino_pack_item,
     .compute_block = cp_wino_compute_block,
