@@ -52,6 +52,13 @@ static double cp_wino_load(convpool_dtype dtype, const void *base, size_t i) {
   return ((const float *)base)[i];
 }
 
+/*
+ * U = G g G^T in double, rounded once to float. The output channels of a
+ * block run innermost (up to CP_WINO_PACK_M at a time), as U stores them,
+ * so the compiler vectorizes the transform across them; each value is the
+ * same sum in the same order either way.
+ */
+#define CP_WINO_PACK_M 16
 void cp_wino_pack_weights(convpool_dtype dtype, const void *weights, int64_t c_out, int64_t c_in,
                           int mr, int mr_tail, float *u) {
   const size_t cin = (size_t)c_in, blocks = ((size_t)c_out + (size_t)mr - 1) / (size_t)mr;
@@ -59,22 +66,26 @@ void cp_wino_pack_weights(convpool_dtype dtype, const void *weights, int64_t c_o
   for (size_t cb = 0; cb < blocks; cb++) {
     const size_t bmr = cb + 1 == blocks ? (size_t)mr_tail : (size_t)mr;
     for (size_t c = 0; c < cin; c++)
-      for (size_t m = 0; m < bmr; m++) {
-        const size_t co = cb * (size_t)mr + m;
-        double g[3][3] = {{0}}, t[CP_WINO_ALPHA][3];
-        if (co < (size_t)c_out)
+      for (size_t m0 = 0; m0 < bmr; m0 += CP_WINO_PACK_M) {
+        const size_t nm = bmr - m0 < CP_WINO_PACK_M ? bmr - m0 : CP_WINO_PACK_M;
+        double g[9][CP_WINO_PACK_M], t[CP_WINO_ALPHA][3][CP_WINO_PACK_M];
+        for (size_t m = 0; m < nm; m++) {
+          const size_t co = cb * (size_t)mr + m0 + m;
           for (size_t i = 0; i < 9; i++)
-            g[i / 3][i % 3] = cp_wino_load(dtype, weights, (co * cin + c) * 9 + i);
+            g[i][m] = co < (size_t)c_out ? cp_wino_load(dtype, weights, (co * cin + c) * 9 + i) : 0;
+        }
         for (int r = 0; r < CP_WINO_ALPHA; r++) /* G g */
           for (int j = 0; j < 3; j++)
-            t[r][j] =
-                cp_wino_g[r][0] * g[0][j] + cp_wino_g[r][1] * g[1][j] + cp_wino_g[r][2] * g[2][j];
+            for (size_t m = 0; m < nm; m++)
+              t[r][j][m] = cp_wino_g[r][0] * g[j][m] + cp_wino_g[r][1] * g[3 + j][m] +
+                           cp_wino_g[r][2] * g[6 + j][m];
         for (int r = 0; r < CP_WINO_ALPHA; r++) /* (G g) G^T */
           for (int s = 0; s < CP_WINO_ALPHA; s++) {
-            const double x =
-                t[r][0] * cp_wino_g[s][0] + t[r][1] * cp_wino_g[s][1] + t[r][2] * cp_wino_g[s][2];
-            u[(size_t)(r * CP_WINO_ALPHA + s) * xi_stride + (cb * (size_t)mr + 0) * cin + c * bmr +
-              m] = (float)x;
+            float *to = u + (size_t)(r * CP_WINO_ALPHA + s) * xi_stride + cb * (size_t)mr * cin +
+                        c * bmr + m0;
+            for (size_t m = 0; m < nm; m++)
+              to[m] = (float)(t[r][0][m] * cp_wino_g[s][0] + t[r][1][m] * cp_wino_g[s][1] +
+                              t[r][2][m] * cp_wino_g[s][2]);
           }
       }
   }
