@@ -17,8 +17,9 @@ double cp_seconds(void) {
  * The epilogue of one channel block of an item: `channels` output channels
  * from co0, whose conv region (the item's) is in the tile buffer, with the
  * same region of the residual when there is one; `row` is per-thread
- * scratch of the plan's row_bytes. Full windows go to the epilogue's row
- * function, clipped ones (pool padding, ceil sizing) to the portable row.
+ * scratch of the plan's row_bytes. Rows of full windows go to the
+ * epilogue's row function, others (pool padding, ceil sizing) to its
+ * clipped row function.
  */
 static void cp_epilogue_item(const cp_epilogue *e, const cp_plan *pl, const cp_item *it,
                              const float *buf, float *row, size_t co0, size_t channels,
@@ -37,8 +38,7 @@ static void cp_epilogue_item(const cp_epilogue *e, const cp_plan *pl, const cp_i
     int64_t top = (it->q0 + q) * S - pl->pool_pad[CP_TOP], bottom = top + P;
     if (top < 0) top = 0;
     if (bottom > pl->oh) bottom = pl->oh;
-    const cp_epilogue_row_fn fn =
-        full_cols && bottom - top == P ? e->row : cp_epilogue_row_portable;
+    const cp_epilogue_row_fn fn = full_cols && bottom - top == P ? e->row : e->row_clipped;
     cp_pool_row r = {NULL,
                      pl->buf_row_ld,
                      (size_t)(bottom - top),

@@ -1,12 +1,14 @@
 /*
  * The epilogue's vector rows against the portable row, byte for byte: every
- * store kind, bias or none, every activation clamp, rows of random values
- * with NaN, +-Inf, +-0 and values on the clamp bounds, every length up to
- * three vectors and a tail. A vector row that differs from the portable one
+ * window and stride up to 4, with and without a residual (in the dtype of
+ * dst), every store kind, bias or none, every activation clamp, rows of
+ * random values with NaN, +-Inf, +-0 and values on the clamp bounds, every
+ * length up to three vectors and a tail. A vector row that differs from the portable one
  * would make a result depend on which items (so which thread count) clip a
  * window.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,16 +41,38 @@ static float special(tu_rng *rng, float lo, float hi) {
   }
 }
 
-static void check_row(const cp_epilogue *vec, size_t pool, size_t n, tu_rng *rng) {
-  const size_t cols = n * pool, ld = cols + 5;
-  float src[2 * 64 + 16], tmp_a[200], tmp_b[200];
+/* Values of a residual row in the dtype of dst (its bits from fp32). */
+static void residual_values(convpool_dtype dtype, const float *v, void *to, size_t n) {
+  if (dtype == CONVPOOL_FLOAT32)
+    memcpy(to, v, n * sizeof(float));
+  else
+    cp_narrow_select(dtype, CP_ISA_SCALAR)(v, (uint16_t *)to, n);
+}
+
+/* One full row of window `pool`, stride `stride`, n outputs, and a few
+   columns past the last window; with a residual when the params have one. */
+static void check_row(const cp_epilogue *vec, convpool_dtype dtype, size_t n, tu_rng *rng) {
+  const size_t pool = vec->params.pool, stride = vec->params.stride;
+  const size_t cols = (n - 1) * stride + pool + (size_t)(tu_uniform(rng) * 3.0), ld = cols + 5;
+  float src[4 * 220], res_f[4 * 220], tmp_a[600], tmp_b[600];
+  uint32_t res[4 * 220];
   unsigned char want[256], got[256];
-  for (size_t i = 0; i < sizeof src / sizeof src[0]; i++)
+  for (size_t i = 0; i < pool * ld; i++) {
     src[i] = special(rng, vec->params.min, vec->params.max);
+    res_f[i] = special(rng, vec->params.min, vec->params.max);
+  }
+  residual_values(dtype, res_f, res, pool * ld);
   const float bias_value = (float)(4.0 * tu_uniform(rng) - 2.0);
   const float *bias = tu_uniform(rng) < 0.5 ? &bias_value : NULL;
-  cp_pool_row a = {
-      .src = src, .ld = ld, .rows = pool, .cols = cols, .off = 0, .n = n, .tmp = tmp_a};
+  cp_pool_row a = {.src = src,
+                   .ld = ld,
+                   .rows = pool,
+                   .cols = cols,
+                   .off = 0,
+                   .n = n,
+                   .tmp = tmp_a,
+                   .res = vec->params.residual ? (const void *)res : NULL,
+                   .res_ld = ld};
   cp_pool_row b = a;
   b.tmp = tmp_b;
   memset(want, 0xa5, sizeof want);
@@ -58,9 +82,56 @@ static void check_row(const cp_epilogue *vec, size_t pool, size_t n, tu_rng *rng
   rows_checked++;
   if (memcmp(want, got, sizeof want) != 0) {
     failures++;
-    fprintf(stderr, "FAIL: %s pool %zu n %zu store %d clamp [%g, %g] bias %s differs\n", vec->name,
-            pool, n, (int)vec->params.store, (double)vec->params.min, (double)vec->params.max,
-            bias ? "yes" : "no");
+    fprintf(stderr,
+            "FAIL: %s pool %zu stride %zu n %zu cols %zu store %d residual %d clamp [%g, %g] "
+            "bias %s differs\n",
+            vec->name, pool, stride, n, cols, (int)vec->params.store, vec->params.residual,
+            (double)vec->params.min, (double)vec->params.max, bias ? "yes" : "no");
+  }
+}
+
+/* A clipped row of the same params for row_clipped: window rows 1..P, pool
+   padding off < P before column 0, and windows that run past the last of
+   cols columns (each starts inside the row). */
+static void check_clipped_row(const cp_epilogue *vec, convpool_dtype dtype, tu_rng *rng) {
+  const size_t pool = vec->params.pool, stride = vec->params.stride;
+  const size_t off = (size_t)(tu_uniform(rng) * (double)pool) % pool;
+  const size_t rows = 1 + (size_t)(tu_uniform(rng) * (double)pool) % pool;
+  const size_t cols = 1 + (size_t)(tu_uniform(rng) * 150.0), ld = cols + 3;
+  const size_t max_n = (cols - 1 + off) / stride + 1;
+  const size_t n = 1 + (size_t)(tu_uniform(rng) * (double)(max_n < 50 ? max_n : 50)) % max_n;
+  float src[4 * 160], res_f[4 * 160], tmp_a[600], tmp_b[600];
+  uint32_t res[4 * 160];
+  unsigned char want[256], got[256];
+  for (size_t i = 0; i < rows * ld; i++) {
+    src[i] = special(rng, vec->params.min, vec->params.max);
+    res_f[i] = special(rng, vec->params.min, vec->params.max);
+  }
+  residual_values(dtype, res_f, res, rows * ld);
+  const float bias_value = (float)(4.0 * tu_uniform(rng) - 2.0);
+  const float *bias = tu_uniform(rng) < 0.5 ? &bias_value : NULL;
+  cp_pool_row a = {.src = src,
+                   .ld = ld,
+                   .rows = rows,
+                   .cols = cols,
+                   .off = off,
+                   .n = n,
+                   .tmp = tmp_a,
+                   .res = vec->params.residual ? (const void *)res : NULL,
+                   .res_ld = ld};
+  cp_pool_row b = a;
+  b.tmp = tmp_b;
+  memset(want, 0xa5, sizeof want);
+  memset(got, 0xa5, sizeof got);
+  cp_epilogue_row_portable(&vec->params, &a, bias, want);
+  vec->row_clipped(&vec->params, &b, bias, got);
+  rows_checked++;
+  if (memcmp(want, got, sizeof want) != 0) {
+    failures++;
+    fprintf(stderr,
+            "FAIL: clipped row pool %zu stride %zu rows %zu off %zu n %zu cols %zu store %d "
+            "residual %d differs\n",
+            pool, stride, rows, off, n, cols, (int)vec->params.store, vec->params.residual);
   }
 }
 
@@ -75,28 +146,39 @@ int main(void) {
   const convpool_dtype dtypes[] = {CONVPOOL_FLOAT32, CONVPOOL_FLOAT16, CONVPOOL_BFLOAT16};
   tu_rng rng = {11};
   int vector_rows = 0;
-  for (size_t pool = 1; pool <= 2; pool++)
-    for (size_t d = 0; d < 3; d++)
-      for (size_t c = 0; c < sizeof clamps / sizeof clamps[0]; c++) {
-        cp_epilogue e;
-        memset(&e, 0, sizeof e);
-        e.params.pool = e.params.stride = pool;
-        e.params.min = clamps[c][0], e.params.max = clamps[c][1];
-        e.params.store = dtypes[d] == CONVPOOL_FLOAT16    ? CP_STORE_F16
-                         : dtypes[d] == CONVPOOL_BFLOAT16 ? CP_STORE_BF16
-                                                          : CP_STORE_F32;
-        e.params.narrow = cp_narrow_select(dtypes[d], CP_ISA_SCALAR);
-        cp_epilogue_select(&e, cpu->isa);
-        if (e.row == cp_epilogue_row_portable) {
-          failures++;
-          fprintf(stderr, "FAIL: no vector row for pool %zu clamp [%g, %g]\n", pool,
-                  (double)e.params.min, (double)e.params.max);
-          continue;
-        }
-        vector_rows++;
-        for (size_t n = 1; n <= 50; n++)
-          for (int trial = 0; trial < 20; trial++) check_row(&e, pool, n, &rng);
-      }
+  for (size_t pool = 1; pool <= 4; pool++)
+    for (size_t stride = 1; stride <= 4; stride++)
+      for (int residual = 0; residual <= 1; residual++)
+        for (size_t d = 0; d < 3; d++)
+          for (size_t c = 0; c < sizeof clamps / sizeof clamps[0]; c++) {
+            cp_epilogue e;
+            memset(&e, 0, sizeof e);
+            e.params.pool = pool, e.params.stride = stride;
+            e.params.min = clamps[c][0], e.params.max = clamps[c][1];
+            e.params.store = dtypes[d] == CONVPOOL_FLOAT16    ? CP_STORE_F16
+                             : dtypes[d] == CONVPOOL_BFLOAT16 ? CP_STORE_BF16
+                                                              : CP_STORE_F32;
+            e.params.narrow = cp_narrow_select(dtypes[d], CP_ISA_SCALAR);
+            e.params.residual = residual;
+            e.params.res_widen = cp_widen_select(dtypes[d], cpu->isa);
+            cp_epilogue_select(&e, cpu->isa);
+            if (e.row == cp_epilogue_row_portable) {
+              failures++;
+              fprintf(stderr, "FAIL: no vector row for pool %zu stride %zu residual %d\n", pool,
+                      stride, residual);
+              continue;
+            }
+            vector_rows++;
+            for (size_t n = 1; n <= 50; n++)
+              for (int trial = 0; trial < 4; trial++) check_row(&e, dtypes[d], n, &rng);
+            if (e.row_clipped == cp_epilogue_row_portable) {
+              failures++;
+              fprintf(stderr, "FAIL: no vector clipped row for pool %zu stride %zu\n", pool,
+                      stride);
+              continue;
+            }
+            for (int trial = 0; trial < 200; trial++) check_clipped_row(&e, dtypes[d], &rng);
+          }
   printf("%d vector row setups, %d rows checked against the portable row, %d failed\n", vector_rows,
          rows_checked, failures);
   return failures != 0;

@@ -91,5 +91,10 @@ void cp_epilogue_select(cp_epilogue *e, cp_isa isa) {
   } else if (plain && isa >= CP_ISA_AVX512 && p->pool == 2) {
     e->row = cp_epilogue_row_pool2_avx512f;
     e->name = "pool2-avx512f";
+  } else if (!p->bias_first && isa >= CP_ISA_AVX512) {
+    e->row = cp_epilogue_row_any_avx512f;
+    e->name = "any-avx512f";
   }
+  e->row_clipped = !p->bias_first && isa >= CP_ISA_AVX512 ? cp_epilogue_row_any_avx512f
+                                                          : cp_epilogue_row_portable;
 }

@@ -14,8 +14,7 @@
  *
  * Adding the bias after the max is exact for a finite bias; for a bias of
  * +-inf or NaN the params ask for bias_first (max((v + b) + r) over the
- * window, as torch computes it), which only the portable row implements, as
- * it alone adds a residual.
+ * window, as torch computes it), which only the portable row implements.
  *
  * A row function computes one pooled output row; it is chosen once per
  * operator by cp_epilogue_select, like the microkernels: vector versions for
@@ -59,16 +58,17 @@ typedef struct cp_pool_row {
   size_t res_ld;
 } cp_pool_row;
 
-/* One pooled row; bias is the channel's bias or NULL. A vector row function
-   may assume a full row: rows = P, off = 0, n*S + P - S <= cols, and no
-   residual. */
+/* One pooled row; bias is the channel's bias or NULL. The pool 1 and pool
+   2 rows assume a full row: rows = P, off = 0, n*S + P - S <= cols; the
+   portable and the any rows take every row. */
 typedef void (*cp_epilogue_row_fn)(const cp_epilogue_params *p, const cp_pool_row *row,
                                    const float *bias, void *dst);
 
 typedef struct cp_epilogue {
   cp_epilogue_params params;
-  cp_epilogue_row_fn row;
-  const char *name; /* of the row function, for the plan's description */
+  cp_epilogue_row_fn row;         /* full rows */
+  cp_epilogue_row_fn row_clipped; /* any row (pool padding, ceil sizing, the output's edge) */
+  const char *name;               /* of the row function, for the plan's description */
 } cp_epilogue;
 
 void cp_epilogue_row_portable(const cp_epilogue_params *p, const cp_pool_row *row,
@@ -77,8 +77,11 @@ void cp_epilogue_row_pool1_avx512f(const cp_epilogue_params *p, const cp_pool_ro
                                    const float *bias, void *dst);
 void cp_epilogue_row_pool2_avx512f(const cp_epilogue_params *p, const cp_pool_row *row,
                                    const float *bias, void *dst);
+void cp_epilogue_row_any_avx512f(const cp_epilogue_params *p, const cp_pool_row *row,
+                                 const float *bias, void *dst);
 
-/* Fill e->row and e->name: the fastest row function for e->params on isa. */
+/* Fill e->row, e->row_clipped and e->name: the fastest row functions for
+   e->params on isa. */
 void cp_epilogue_select(cp_epilogue *e, cp_isa isa);
 
 #endif
