@@ -94,7 +94,12 @@ void cp_epilogue_select(cp_epilogue *e, cp_isa isa) {
   } else if (!p->bias_first && isa >= CP_ISA_AVX512) {
     e->row = cp_epilogue_row_any_avx512f;
     e->name = "any-avx512f";
+  } else if (!p->bias_first && isa >= CP_ISA_AVX2) {
+    e->row = cp_epilogue_row_any_avx2;
+    e->name = "any-avx2";
   }
-  e->row_clipped = !p->bias_first && isa >= CP_ISA_AVX512 ? cp_epilogue_row_any_avx512f
-                                                          : cp_epilogue_row_portable;
+  e->row_clipped = p->bias_first          ? cp_epilogue_row_portable
+                   : isa >= CP_ISA_AVX512 ? cp_epilogue_row_any_avx512f
+                   : isa >= CP_ISA_AVX2   ? cp_epilogue_row_any_avx2
+                                          : cp_epilogue_row_portable;
 }

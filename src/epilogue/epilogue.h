@@ -79,6 +79,8 @@ void cp_epilogue_row_pool2_avx512f(const cp_epilogue_params *p, const cp_pool_ro
                                    const float *bias, void *dst);
 void cp_epilogue_row_any_avx512f(const cp_epilogue_params *p, const cp_pool_row *row,
                                  const float *bias, void *dst);
+void cp_epilogue_row_any_avx2(const cp_epilogue_params *p, const cp_pool_row *row,
+                              const float *bias, void *dst);
 
 /* Fill e->row, e->row_clipped and e->name: the fastest row functions for
    e->params on isa. */
