@@ -65,8 +65,8 @@ void cp_epilogue_row_any_avx2(const cp_epilogue_params *p, const cp_pool_row *ro
     for (size_t x = lo + 1; x < hi; x++) v = cp_maxf(v, colmax[x]);
     wmax[t] = v;
   }
-  const __m256i step = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                                          _mm256_set1_epi32((int)S));
+  const __m256i step =
+      _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)S));
   for (size_t t = t0; t < t1; t += 8) {
     const __m256i mask = cp_lanes_below8(t, t1);
     __m256 v = _mm256_setzero_ps();
