@@ -56,6 +56,85 @@ static double cp_im2col_cost(const cp_plan *pl) {
   return cp_sr_cost(pl, ip->tiles, ip->floats);
 }
 
+/* A run of a tile's positions: n0 .. n0 + len - 1, consecutive conv columns
+   of one conv row (input columns `stride` apart from (iy, ix) for tap (0,
+   0)), or positions past the item (valid = 0). */
+typedef struct cp_im2col_run {
+  size_t n0, len;
+  int64_t iy, ix;
+  int valid;
+} cp_im2col_run;
+
+/* The runs of tile t of an item; returns their count. */
+static size_t cp_im2col_runs(const cp_plan *pl, const cp_im2col_plan *ip, const cp_item *it,
+                             size_t t, size_t nr, cp_im2col_run *runs) {
+  const size_t conv_rows = (size_t)it->ny, cw = (size_t)it->nx, per_row = (cw + nr - 1) / nr;
+  size_t count = 0, last_row = SIZE_MAX, last_col = 0;
+  for (size_t n = 0; n < nr; n++) {
+    size_t row, col;
+    if (ip->flat) { /* rows are buf_row_ld positions apart, as in the tile buffer */
+      const size_t p = t * nr + n;
+      row = p / pl->buf_row_ld, col = p % pl->buf_row_ld;
+    } else {
+      row = t / per_row, col = (t % per_row) * nr + n;
+    }
+    const int valid = row < conv_rows && col < cw;
+    cp_im2col_run *prev = count > 0 ? &runs[count - 1] : NULL;
+    if (prev != NULL &&
+        (valid ? prev->valid && row == last_row && col == last_col + 1 : !prev->valid)) {
+      prev->len++;
+    } else {
+      cp_im2col_run *run = &runs[count++];
+      run->n0 = n, run->len = 1, run->valid = valid;
+      run->iy = (it->y0 + (int64_t)row) * pl->conv_stride - pl->pad[CP_TOP];
+      run->ix = (it->x0 + (int64_t)col) * pl->conv_stride - pl->pad[CP_LEFT];
+    }
+    last_row = row, last_col = col;
+  }
+  return count;
+}
+
+/*
+ * One run of one contraction row: len inputs of input row y, columns x,
+ * x + stride, ... of the channel at `at` (with the next one, hw further, as
+ * the high half of bf16 pairs when has_hi), zeros outside the input.
+ */
+static void cp_im2col_copy_run(const cp_run *r, size_t at, size_t hw, size_t cpack, int has_hi,
+                               int64_t y, int64_t x, size_t len, float *to) {
+  const cp_plan *pl = r->pl;
+  const int64_t stride = pl->conv_stride, w = pl->width;
+  size_t lo = 0, hi = 0; /* [lo, hi): the positions inside the input */
+  if (y >= 0 && y < pl->height && x + (int64_t)(len - 1) * stride >= 0 && x < w) {
+    lo = x >= 0 ? 0 : (size_t)((-x + stride - 1) / stride);
+    hi = (size_t)((w - 1 - x) / stride) + 1;
+    if (hi > len) hi = len;
+  }
+  if (lo >= hi) {
+    memset(to, 0, len * sizeof(float));
+    return;
+  }
+  memset(to, 0, lo * sizeof(float));
+  const size_t from = at + (size_t)y * (size_t)w + (size_t)(x + (int64_t)lo * stride);
+  const size_t n = hi - lo, step = (size_t)stride;
+  if (pl->dtype == CONVPOOL_FLOAT32) {
+    const float *src = (const float *)(const void *)r->src + from;
+    if (step == 1)
+      memcpy(to + lo, src, n * sizeof(float));
+    else
+      for (size_t i = 0; i < n; i++) to[lo + i] = src[i * step];
+  } else if (cpack == 2) { /* bf16 channel pairs: the channel and the next one */
+    const uint16_t *src = (const uint16_t *)(const void *)r->src + from;
+    uint32_t *pair = (uint32_t *)(void *)to;
+    for (size_t i = 0; i < n; i++)
+      pair[lo + i] = src[i * step] | (has_hi ? (uint32_t)src[i * step + hw] << 16 : 0u);
+  } else if (step == 1) { /* 16-bit storage, widened */
+    r->widen((const uint16_t *)(const void *)r->src + from, to + lo, n);
+  } else {
+    for (size_t i = 0; i < n; i++) to[lo + i] = cp_load_elem(pl->dtype, r->src, from + i * step);
+  }
+  memset(to + hi, 0, (len - hi) * sizeof(float));
+}
+
 /*
  * The strip of an item: for each tile of NR conv positions of its conv
  * region (in the order of the tile buffer), B[s][i][j][n] = x[s][row*stride
@@ -63,84 +142,40 @@ static double cp_im2col_cost(const cp_plan *pl) {
  * at conv (row, col), s running over the channel steps of every conv group
  * (group after group); positions past the item and inputs in the conv
  * padding are zero. Only the groups of the item's channel blocks are
- * written.
+ * written. A tile's positions are copied as runs along conv rows.
  */
 static const float *cp_im2col_pack_item(const cp_run *r, cp_item *it, float *strip) {
   const cp_plan *pl = r->pl;
   const cp_im2col_plan *ip = CP_ALGO_STATE(const cp_im2col_plan, pl->state);
   const cp_sr_setup *s = cp_sr_setup_of(pl->setup);
   const size_t nr = (size_t)s->uk->nr, k = (size_t)pl->k, group_steps = (size_t)s->c_steps;
-  const size_t w = (size_t)pl->width, hw = (size_t)pl->height * w;
-  const size_t cpack = (size_t)s->uk->cpack, conv_rows = (size_t)it->ny, cw = (size_t)it->nx;
-  const size_t group_c_in = (size_t)(pl->c_in / pl->groups), per_row = (cw + nr - 1) / nr;
+  const size_t hw = (size_t)pl->height * (size_t)pl->width;
+  const size_t cpack = (size_t)s->uk->cpack, group_c_in = (size_t)(pl->c_in / pl->groups);
   const size_t plane0 = (size_t)it->b * (size_t)pl->c_in * hw;
   const size_t rows = (size_t)pl->groups * group_steps * k * k; /* of a tile */
-  const int64_t stride = pl->conv_stride, dil = pl->dilation, extent = pl->extent;
+  const int64_t dil = pl->dilation;
   const size_t g0 = (size_t)cp_block_group(pl, it->cb0),
                g1 = (size_t)cp_block_group(pl, it->cb1 - 1);
+  cp_im2col_run runs[CP_MAX_NR];
   for (size_t t = 0; t < ip->tiles; t++) {
-    /* input row and column of (i, j) = (0, 0) for each position, and whether
-       every (i, j) of the position lies inside the input */
-    int64_t iy[CP_MAX_NR], ix[CP_MAX_NR];
-    int valid[CP_MAX_NR], inside[CP_MAX_NR], interior = 1;
-    for (size_t n = 0; n < nr; n++) {
-      size_t row, col;
-      if (ip->flat) { /* rows are buf_row_ld positions apart, as in the tile buffer */
-        size_t p = t * nr + n;
-        row = p / pl->buf_row_ld, col = p % pl->buf_row_ld;
-      } else {
-        row = t / per_row, col = (t % per_row) * nr + n;
-      }
-      valid[n] = row < conv_rows && col < cw;
-      iy[n] = (it->y0 + (int64_t)row) * stride - pl->pad[CP_TOP];
-      ix[n] = (it->x0 + (int64_t)col) * stride - pl->pad[CP_LEFT];
-      inside[n] = valid[n] && iy[n] >= 0 && iy[n] + extent <= pl->height && ix[n] >= 0 &&
-                  ix[n] + extent <= pl->width;
-      interior &= inside[n] || !valid[n];
-    }
-    /* Common case: the valid positions are one run within a row (input
-       columns `stride` apart), then padding. */
-    size_t run = 0;
-    while (interior && run < nr && valid[run] && iy[run] == iy[0] &&
-           ix[run] == ix[0] + (int64_t)run * stride)
-      run++;
-    int contiguous = interior;
-    for (size_t n = run; n < nr; n++) contiguous &= !valid[n];
+    const size_t count = cp_im2col_runs(pl, ip, it, t, nr, runs);
     float *to = strip + (t * rows + g0 * group_steps * k * k) * nr;
     for (size_t g = g0; g <= g1; g++)
-      for (size_t s = 0; s < group_steps; s++)
+      for (size_t st = 0; st < group_steps; st++) {
+        const size_t c = g * group_c_in + st * cpack; /* the step's (first) channel */
+        const int has_hi = cpack == 2 && st * cpack + 1 < group_c_in;
         for (size_t i = 0; i < k; i++)
-          for (size_t j = 0; j < k; j++, to += nr) {
-            const size_t c = g * group_c_in + s * cpack; /* the step's (first) channel */
-            const size_t at = plane0 + c * hw;
-            const int64_t di = (int64_t)i * dil, dj = (int64_t)j * dil;
-            if (contiguous && run > 0 && cpack == 1) {
-              const size_t from = at + (size_t)(iy[0] + di) * w + (size_t)(ix[0] + dj);
-              if (stride == 1 && r->widen != NULL) {
-                r->widen((const uint16_t *)r->src + from, to, run);
-              } else if (stride == 1) {
-                memcpy(to, (const float *)r->src + from, run * sizeof(float));
-              } else {
-                for (size_t n = 0; n < run; n++)
-                  to[n] = cp_load_elem(pl->dtype, r->src, from + n * (size_t)stride);
-              }
-              memset(to + run, 0, (nr - run) * sizeof(float));
-              continue;
+          for (size_t j = 0; j < k; j++, to += nr)
+            for (size_t u = 0; u < count; u++) {
+              const cp_im2col_run *run = &runs[u];
+              if (!run->valid)
+                memset(to + run->n0, 0, run->len * sizeof(float));
+              else
+                cp_im2col_copy_run(r, plane0 + c * hw, hw, cpack, has_hi,
+                                   run->iy + (int64_t)i * dil, run->ix + (int64_t)j * dil, run->len,
+                                   to + run->n0);
             }
-            const int has_hi = cpack == 2 && s * cpack + 1 < group_c_in;
-            for (size_t n = 0; n < nr; n++) {
-              const int64_t y = iy[n] + di, x = ix[n] + dj;
-              const int in = valid[n] && y >= 0 && y < pl->height && x >= 0 && x < pl->width;
-              const size_t from = in ? at + (size_t)y * w + (size_t)x : 0;
-              if (cpack == 2) {
-                const uint16_t *lo = (const uint16_t *)r->src;
-                ((uint32_t *)to)[n] =
-                    in ? lo[from] | (has_hi ? (uint32_t)lo[from + hw] << 16 : 0u) : 0u;
-              } else {
-                to[n] = in ? cp_load_elem(pl->dtype, r->src, from) : 0.0f;
-              }
-            }
-          }
+      }
   }
   return strip;
 }
