@@ -1,7 +1,7 @@
 /*
- * libFuzzer target for the public API: create / output_shape / plan /
- * describe / run / last_run_stats / destroy, and the one-shot call, on small
- * layers decoded from the input, valid or not.
+ * libFuzzer target for the public API: layer_output_shape / layer_conv_shape,
+ * create / output_shape / plan / describe / run / last_run_stats / destroy, and
+ * the one-shot call, on small layers decoded from the input, valid or not.
  *
  * An independent oracle decides from the decoded arguments which statuses are
  * acceptable: CONVPOOL_SUCCESS when every argument is valid, otherwise one of
@@ -9,8 +9,9 @@
  * when the instrumented allocator refused an allocation. On success the
  * output is compared with the scalar reference (tolerance of
  * tests/test_layer.c) and bytes past the output must be untouched; on failure
- * dst must be untouched and convpool_last_error() non-empty; src is never
- * modified; no allocation is left outstanding. Any violation aborts.
+ * dst must be untouched and convpool_last_error() non-empty; src and a residual
+ * in its own buffer are never modified; no allocation is left outstanding. Any
+ * violation aborts.
  *
  * Input layout (missing bytes read as 0):
  *   0 dtype      0-4 float32, 5-9 float16, 10-14 bfloat16, 15 an invalid value (next byte)
@@ -54,11 +55,13 @@
  *     elements into dst's output (refused: it overlaps dst); 6 R = src (allowed: only dst
  *     is written, refused only where R reaches dst); 7 an invalid use by (b >> 3) % 4:
  *     has_residual = 1 with R NULL, R given with has_residual = 0, has_residual = 2, R
- *     one byte off its element alignment. A layer with a residual is run with
- *     convpool_op_run_residual and convpool_layer_run_residual. With the conv fields
- *     drawn, height and width for b < 220 are d (k - 1) + 1 + s (pool - 1) + b % 14,
- *     the dilated filter's extent plus the pool's span (s, d: the stride and dilation
- *     when they are 1..4 and 1..3, else 1), so that most layers have an output
+ *     one byte off its element alignment. Every use but none runs through
+ *     convpool_op_run_residual and convpool_layer_run_residual. R's shape is the conv
+ *     output's and the API takes no size for it, so a wrong size cannot be expressed:
+ *     only the overlaps and misuses above.
+ *  With the conv fields, height and width for b < 220 are d (k - 1) + 1 + s (pool - 1)
+ *     + b % 14: the dilated filter's extent plus the pool's span (s, d: the stride and
+ *     dilation where they are 1..4 and 1..3, else 1), so that most layers have an output.
  *  with flag 64, one byte after those, b % 14 (the heights and widths above are drawn first):
  *     0 k = 3037000500 (k * k > INT64_MAX), 1 k = 2^31, 2 c_out = 2^62,
  *     3 pool = CONVPOOL_MAX_POOL, 4 pool = CONVPOOL_MAX_POOL + 1, 5 pool = INT64_MAX,
@@ -81,8 +84,7 @@
  * every finite input (Winograd's range rule must send the tiles it cannot compute
  * within it to the direct path). It knows which algorithms decline which layers
  * (CONVPOOL_UNSUPPORTED): Winograd all but k = 3 with stride, dilation and groups 1,
- * shift-reduce a dilation above 1 with k > 1. With a layer it also calls
- * convpool_layer_output_shape and convpool_layer_conv_shape and checks their shapes.
+ * shift-reduce a dilation above 1 with k > 1.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <float.h>
