@@ -5,7 +5,11 @@
  * algorithm (auto, shift-reduce, im2col, Winograd with k = 3), and both the operator API (one
  * operator run on three input sizes) and the one-shot call. Half the layers also draw the layer
  * parameters: conv padding (0 .. k + 1 per side), activation, pool stride, pool padding and ceil
- * sizing.
+ * sizing. A third draw the conv fields: stride 1-3, dilation 1-3 (1 on shift-reduce, which
+ * declines it for k > 1), groups (1, a common divisor of c_in and c_out, depthwise with
+ * channel multiplier 1 or 2), a residual half the time, pool padding up to P - 1 and ceil
+ * sizing; Winograd keeps stride, dilation and groups 1. Heights and widths then start at the
+ * dilated filter's extent plus the pool's span.
  *
  * Resources are checked as it goes: every library allocation goes through a
  * counting allocator (nothing may be outstanding after a destroy), the
@@ -40,8 +44,10 @@
 #define MAX_COUT 40
 #define MAX_K 5
 #define MAX_POOL 4
-#define MAX_EXTRA 30 /* height, width = k + pool - 1 + [0, MAX_EXTRA] */
-#define MAX_HW (MAX_K + MAX_POOL - 1 + MAX_EXTRA)
+#define MAX_STRIDE 3
+#define MAX_DILATION 3
+#define MAX_EXTRA 30 /* height, width = extent + stride (pool - 1) + [0, MAX_EXTRA] */
+#define MAX_HW (MAX_DILATION * (MAX_K - 1) + 1 + MAX_STRIDE * (MAX_POOL - 1) + MAX_EXTRA)
 #define RSS_SLACK_KIB 8192 /* allowed growth after warm-up */
 
 static long resident_kib(void) {
@@ -83,18 +89,29 @@ static int64_t pick(tu_rng *r, int64_t lo, int64_t hi) {
   return lo + (int64_t)(tu_next(r) % (uint64_t)(hi - lo + 1));
 }
 
-/* A random input size for the layer of c (keeps the filter and pool). */
-static void random_input(tu_rng *r, rel_case *c) {
+/* A random input size for the layer l of c (keeps the filter and pool): at least the
+   dilated filter's extent plus the pool's span in conv strides. */
+static void random_input(tu_rng *r, rel_case *c, const convpool_layer *l) {
+  const int64_t least = l->dilation * (c->k - 1) + 1 + l->stride * (c->pool - 1);
   c->batch = pick(r, 1, MAX_BATCH);
-  c->height = c->k + c->pool - 1 + pick(r, 0, MAX_EXTRA);
-  c->width = c->k + c->pool - 1 + pick(r, 0, MAX_EXTRA);
-  if (pick(r, 0, 5) == 0) c->height = c->k + c->pool - 1; /* a single pooled row */
-  if (pick(r, 0, 5) == 0) c->width = c->k + c->pool - 1;  /* a single pooled column */
+  c->height = least + pick(r, 0, MAX_EXTRA);
+  c->width = least + pick(r, 0, MAX_EXTRA);
+  if (pick(r, 0, 5) == 0) c->height = least; /* a single pooled row */
+  if (pick(r, 0, 5) == 0) c->width = least;  /* a single pooled column */
 }
 
 typedef struct buffers {
-  void *x, *w, *bias, *y;
+  void *x, *w, *bias, *y, *residual;
+  size_t y_cap; /* bytes of y, and of residual */
 } buffers;
+
+static int64_t gcd64(int64_t a, int64_t b) {
+  while (b != 0) {
+    const int64_t t = a % b;
+    a = b, b = t;
+  }
+  return a;
+}
 
 /* Run case c through op (or the one-shot call if op is NULL) and check it. */
 static int run_and_check(convpool_op *op, const rel_case *c, const convpool_layer *l,
@@ -103,16 +120,26 @@ static int run_and_check(convpool_op *op, const rel_case *c, const convpool_laye
   const size_t es = convpool_dtype_size(c->dtype);
   tu_rng data = {(uint64_t)index * 7919 + 17};
   rel_fill(b->x, rel_x_count(c), c->dtype, &data, -1.0f, 1.0f);
-  int64_t ph, pw;
+  int64_t ph, pw, oh, ow;
   cp_reference_shape(l, c->height, c->width, &ph, &pw);
+  cp_reference_conv_shape(l, c->height, c->width, &oh, &ow);
   const size_t y_bytes = (size_t)(c->batch * c->c_out * ph * pw) * es;
-  memset(b->y, 0xEE, y_bytes);
-  convpool_status st = op != NULL
-                           ? convpool_op_run(op, b->x, c->batch, c->height, c->width, b->y, y_bytes)
-                           : convpool_layer_run(l, b->x, c->batch, c->height, c->width, b->w,
-                                                c->bias ? b->bias : NULL, b->y, y_bytes, o);
+  const size_t r_bytes = (size_t)(c->batch * c->c_out * oh * ow) * es;
   char d[200];
   rel_describe(c, d, sizeof d);
+  if (y_bytes > b->y_cap || r_bytes > b->y_cap) { /* the bounds above are wrong */
+    REL_CHECK(0, "case %ld (%s): %zu and %zu bytes of output and residual, buffers of %zu", index,
+              d, y_bytes, r_bytes, b->y_cap);
+    return 0;
+  }
+  const void *residual = l->has_residual ? b->residual : NULL;
+  if (residual != NULL) rel_fill(b->residual, r_bytes / es, c->dtype, &data, -1.0f, 1.0f);
+  memset(b->y, 0xEE, y_bytes);
+  convpool_status st = op != NULL ? convpool_op_run_residual(op, b->x, c->batch, c->height,
+                                                             c->width, residual, b->y, y_bytes)
+                                  : convpool_layer_run_residual(
+                                        l, b->x, c->batch, c->height, c->width, b->w,
+                                        c->bias ? b->bias : NULL, residual, b->y, y_bytes, o);
   /* rows_per_item larger than the pooled rows is refused; anything else must run. */
   if (rows_per_item > ph) {
     REL_CHECK(st == CONVPOOL_INVALID_ARGUMENT, "case %ld (%s, rows_per_item %d): %s, want refusal",
@@ -125,8 +152,8 @@ static int run_and_check(convpool_op *op, const rel_case *c, const convpool_laye
     return 0;
   }
   char why[400];
-  int ok = rel_check_layer_output(l, c->batch, c->height, c->width, b->x, b->w,
-                                  c->bias ? b->bias : NULL, b->y, why, sizeof why);
+  int ok = rel_check_residual_output(l, c->batch, c->height, c->width, b->x, b->w,
+                                     c->bias ? b->bias : NULL, residual, b->y, why, sizeof why);
   REL_CHECK(ok == 1, "case %ld (threads %d, rows_per_item %d): %s", index, threads, rows_per_item,
             why);
   return ok == 1;
@@ -137,12 +164,17 @@ int main(int argc, char **argv) {
   unsigned long long seed = argc > 2 ? strtoull(argv[2], NULL, 10) : 1;
   if (cases < 1) cases = 1;
   const size_t fmax = sizeof(float);
+  /* outputs: conv padding k + 1 per side and pool padding P - 1 keep the pooled and
+     the conv output within MAX_HW + 2 MAX_K + 2 per side (run_and_check checks it) */
+  const size_t y_cap =
+      (size_t)MAX_BATCH * MAX_COUT * (MAX_HW + 2 * MAX_K + 2) * (MAX_HW + 2 * MAX_K + 2) * fmax;
   buffers b = {malloc((size_t)MAX_BATCH * MAX_CIN * MAX_HW * MAX_HW * fmax),
                malloc((size_t)MAX_COUT * MAX_CIN * MAX_K * MAX_K * fmax),
                malloc((size_t)MAX_COUT * fmax),
-               malloc((size_t)MAX_BATCH * MAX_COUT * (MAX_HW + 2 * MAX_K + 2) *
-                      (MAX_HW + 2 * MAX_K + 2) * fmax)}; /* with padding */
-  if (!b.x || !b.w || !b.bias || !b.y) {
+               malloc(y_cap),
+               malloc(y_cap),
+               y_cap};
+  if (!b.x || !b.w || !b.bias || !b.y || !b.residual) {
     fprintf(stderr, "soak: out of memory\n");
     return 2;
   }
@@ -173,7 +205,7 @@ int main(int argc, char **argv) {
   const long warmup = cases / 10 > 20 ? cases / 10 : (cases > 20 ? 20 : cases);
   long rss_warm = -1, rss_max = -1, runs = 0, passed = 0, done = 0;
   long by_dtype[3] = {0, 0, 0}, by_algo[2] = {0, 0}, one_shot = 0, forced_rows = 0, wino = 0;
-  long with_params = 0;
+  long with_params = 0, with_conv = 0, depthwise = 0, with_residual = 0;
 
   for (long i = 0; i < cases; i++) {
     rel_case c;
@@ -188,7 +220,6 @@ int main(int argc, char **argv) {
     if (algo == CONVPOOL_ALGO_WINOGRAD) c.k = 3; /* its filter */
     c.pool = pick(&r, 1, MAX_POOL);
     c.bias = (int)pick(&r, 0, 1);
-    random_input(&r, &c);
     convpool_layer l;
     convpool_layer_init(&l, c.dtype, c.c_out, c.c_in, c.k, c.pool);
     if (pick(&r, 0, 1)) { /* the layer parameters */
@@ -200,6 +231,38 @@ int main(int argc, char **argv) {
       l.ceil_mode = (int)pick(&r, 0, 1);
       with_params++;
     }
+    if (pick(&r, 0, 2) == 0) {              /* the conv fields, a third of the layers */
+      if (algo != CONVPOOL_ALGO_WINOGRAD) { /* which computes stride, dilation, groups 1 */
+        l.stride = pick(&r, 1, MAX_STRIDE);
+        if (algo != CONVPOOL_ALGO_SHIFT_REDUCE) l.dilation = pick(&r, 1, MAX_DILATION);
+        switch (pick(&r, 0, 3)) {
+          case 1: { /* a common divisor */
+            const int64_t g = gcd64(c.c_in, c.c_out);
+            l.groups = g;
+            while (l.groups > 1 && pick(&r, 0, 1)) { /* now and then a smaller one */
+              int64_t d = l.groups - 1;
+              while (g % d != 0) d--;
+              l.groups = d;
+            }
+            break;
+          }
+          case 2: /* depthwise, one or two outputs per input channel */
+          case 3:
+            l.groups = c.c_in;
+            l.c_out = c.c_out = c.c_in * pick(&r, 1, 2);
+            depthwise++;
+            break;
+          default:
+            break;
+        }
+      }
+      l.has_residual = pick(&r, 0, 1);
+      for (int s = 0; s < 4; s++) l.pool_padding[s] = pick(&r, 0, c.pool - 1);
+      l.ceil_mode = (int)pick(&r, 0, 1);
+      with_conv++;
+      with_residual += l.has_residual != 0;
+    }
+    random_input(&r, &c, &l);
     int64_t ph, pw;
     cp_reference_shape(&l, c.height, c.width, &ph, &pw);
     const int threads = (int)pick(&r, 1, 4);
@@ -236,7 +299,7 @@ int main(int argc, char **argv) {
       ok = st == CONVPOOL_SUCCESS;
       if (ok) {
         rel_case other = c;
-        random_input(&r, &other);
+        random_input(&r, &other, &l);
         ok &= run_and_check(op, &c, &l, &o, &b, threads, rows_per_item, i);
         ok &= run_and_check(op, &other, &l, &o, &b, threads, rows_per_item, i);
         ok &= run_and_check(op, &c, &l, &o, &b, threads, rows_per_item, i);
@@ -287,14 +350,16 @@ int main(int argc, char **argv) {
   printf(
       "soak: %ld cases (%ld float32, %ld float16, %ld bfloat16; %ld im2col; %ld winograd; "
       "%ld one-shot; "
-      "%ld with rows_per_item set; %ld with layer parameters), %ld runs, seed %llu: %ld passed, "
-      "%d failures; peak %ld "
+      "%ld with rows_per_item set; %ld with layer parameters; %ld with conv fields: %ld "
+      "depthwise, %ld with a residual), %ld runs, seed %llu: %ld passed, %d failures; peak %ld "
       "library blocks, threads back to %d\n",
       done, by_dtype[0], by_dtype[1], by_dtype[2], by_algo[1], wino, one_shot, forced_rows,
-      with_params, runs, seed, passed, failures, counting.peak_live, threads_at_start);
+      with_params, with_conv, depthwise, with_residual, runs, seed, passed, failures,
+      counting.peak_live, threads_at_start);
   free(b.x);
   free(b.w);
   free(b.bias);
   free(b.y);
+  free(b.residual);
   return failures ? 1 : 0;
 }
