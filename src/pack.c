@@ -254,13 +254,110 @@ static void cp_pack_fp32_steps(const cp_panel_src *src, int64_t iy0, size_t rows
   }
 }
 
+/* Where channel step t of a float32 panel with a split stride reads: panel
+   row y in [y_lo, y_hi) is row0 + (y - y_lo) * row_step, its columns [a, e)
+   at + (x - a) * split; none (y_lo = y_hi) past the group's channels or
+   outside the input. */
+typedef struct cp_split_step {
+  const float *row0;
+  size_t row_step, a, e;
+  int64_t y_lo, y_hi;
+} cp_split_step;
+
+static cp_split_step cp_split_step_of(const cp_panel_src *src, int64_t iy0, size_t rows,
+                                      int64_t ix0, size_t cols, size_t t) {
+  cp_split_step st = {NULL, 0, 0, 0, 0, 0};
+  const size_t w = (size_t)src->width, c_in = (size_t)(src->c_in / src->groups);
+  const int64_t split = src->split, phases = src->phases, h = src->height;
+  const size_t pp = (size_t)(phases * phases);
+  const size_t g = t / src->group_steps, u = t % src->group_steps;
+  if (u >= c_in * pp) return st;
+  const int64_t r = (int64_t)(u / (size_t)phases % (size_t)phases);
+  const int64_t p = (int64_t)(u % (size_t)phases);
+  cp_panel_columns(src, ix0 + p, cols, &st.a, &st.e);
+  /* rows read input rows iy0 + r + y*split; those inside the input */
+  const int64_t first = iy0 + r;
+  st.y_lo = first >= 0 ? 0 : (-first + split - 1) / split;
+  st.y_hi = first < h ? (h - 1 - first) / split + 1 : 0;
+  if (st.y_lo > (int64_t)rows) st.y_lo = (int64_t)rows;
+  if (st.y_hi > (int64_t)rows) st.y_hi = (int64_t)rows;
+  if (st.y_hi <= st.y_lo || st.a >= st.e) {
+    st.y_hi = st.y_lo;
+    return st;
+  }
+  st.row_step = (size_t)split * w;
+  st.row0 = (const float *)(const void *)src->image +
+            ((g * c_in + u / pp) * (size_t)h + (size_t)(first + st.y_lo * split)) * w +
+            (size_t)(ix0 + p + (int64_t)(st.a * (size_t)split));
+  return st;
+}
+
+/* A position in the copy's order of rows (the rows that read the input, step
+   after step), for the prefetch. */
+typedef struct cp_split_cursor {
+  size_t t;
+  int64_t y;
+  cp_split_step st;
+} cp_split_cursor;
+
+/* Move the cursor to the next row that reads the input (t = step1 past the last). */
+static void cp_split_advance(const cp_panel_src *src, int64_t iy0, size_t rows, int64_t ix0,
+                             size_t cols, size_t step1, cp_split_cursor *c) {
+  while (c->t < step1 && ++c->y >= c->st.y_hi) {
+    if (++c->t >= step1) return;
+    c->st = cp_split_step_of(src, iy0, rows, ix0, cols, c->t);
+    c->y = c->st.y_lo - 1;
+  }
+}
+
+/*
+ * The panel of a float32 source with a split stride: channel step t is phase
+ * (r, p) of an input channel, whose panel row y is input row iy0 + y*split +
+ * r at columns ix0 + p + x*split. Where each step reads is found once; the
+ * rows are plain strided loops, and the row ahead_rows rows on in the copy
+ * (in this step or a later one) is prefetched, as in the general packer.
+ */
+static void cp_pack_fp32_split_steps(const cp_panel_src *src, int64_t iy0, size_t rows, int64_t ix0,
+                                     size_t cols, size_t step0, size_t step1,
+                                     const cp_panel_layout *layout, float *panel) {
+  const size_t ld = layout->ld, cs = layout->cs, split = (size_t)src->split;
+  cp_split_cursor ahead = {step0, 0, cp_split_step_of(src, iy0, rows, ix0, cols, step0)};
+  ahead.y = ahead.st.y_lo - 1;
+  for (size_t n = 0; n <= src->ahead_rows; n++)
+    cp_split_advance(src, iy0, rows, ix0, cols, step1, &ahead);
+  for (size_t t = step0; t < step1; t++) {
+    float *to = panel + t * cs;
+    const cp_split_step st = cp_split_step_of(src, iy0, rows, ix0, cols, t);
+    memset(to, 0, (size_t)st.y_lo * ld * sizeof(float));
+    for (int64_t y = st.y_lo; y < st.y_hi; y++) {
+      if (src->ahead_rows > 0 && ahead.t < step1) {
+        const char *next =
+            (const char *)(ahead.st.row0 + (size_t)(ahead.y - ahead.st.y_lo) * ahead.st.row_step);
+        const size_t span = ((ahead.st.e - ahead.st.a - 1) * split + 1) * sizeof(float);
+        for (size_t o = 0; o < span; o += CP_CACHE_LINE) __builtin_prefetch(next + o, 0, 3);
+        __builtin_prefetch(next + span - 1, 0, 3);
+        cp_split_advance(src, iy0, rows, ix0, cols, step1, &ahead);
+      }
+      float *row = to + (size_t)y * ld;
+      const float *from = st.row0 + (size_t)(y - st.y_lo) * st.row_step;
+      for (size_t x = 0; x < st.a; x++) row[x] = 0.0f;
+      for (size_t x = st.a; x < st.e; x++) row[x] = from[(x - st.a) * split];
+      for (size_t x = st.e; x < ld; x++) row[x] = 0.0f;
+    }
+    memset(to + (size_t)st.y_hi * ld, 0, (cs - (size_t)st.y_hi * ld) * sizeof(float));
+  }
+}
+
 void cp_pack_panel_steps(const cp_panel_src *src, int64_t iy0, size_t rows, int64_t ix0,
                          size_t cols, size_t step0, size_t step1, const cp_panel_layout *layout,
                          float *panel) {
   const size_t ld = layout->ld, cs = layout->cs;
   const size_t steps = (size_t)src->groups * src->group_steps;
-  if (src->cpack == 1 && src->split == 1 && src->widen == NULL && src->elem_size == 4) {
-    cp_pack_fp32_steps(src, iy0, rows, ix0, cols, step0, step1, layout, panel);
+  if (src->cpack == 1 && src->widen == NULL && src->elem_size == 4) {
+    if (src->split == 1)
+      cp_pack_fp32_steps(src, iy0, rows, ix0, cols, step0, step1, layout, panel);
+    else
+      cp_pack_fp32_split_steps(src, iy0, rows, ix0, cols, step0, step1, layout, panel);
     memset(panel + steps * cs, 0, (layout->floats - steps * cs) * sizeof(float));
     return;
   }
