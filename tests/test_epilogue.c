@@ -50,59 +50,15 @@ static void residual_values(convpool_dtype dtype, const float *v, void *to, size
     cp_narrow_select(dtype, CP_ISA_SCALAR)(v, (uint16_t *)to, n);
 }
 
-/* One full row of window `pool`, stride `stride`, n outputs, and a few
-   columns past the last window; with a residual when the params have one. */
-static void check_row(const cp_epilogue *vec, convpool_dtype dtype, size_t n, tu_rng *rng) {
-  const size_t pool = vec->params.pool, stride = vec->params.stride;
-  const size_t cols = (n - 1) * stride + pool + (size_t)(tu_uniform(rng) * 3.0), ld = cols + 5;
+/* Row fn of vec on a row of `rows` window rows of `cols` columns (ld
+   apart), `off` padding columns before the first, n outputs, with a
+   residual when the params have one, against the portable row. */
+static void compare_row(const cp_epilogue *vec, cp_epilogue_row_fn fn, const char *what,
+                        convpool_dtype dtype, size_t rows, size_t off, size_t cols, size_t n,
+                        tu_rng *rng) {
+  const size_t ld = cols + 5;
   float src[4 * 220], res_f[4 * 220], tmp_a[600], tmp_b[600];
   uint32_t res[4 * 220];
-  unsigned char want[256], got[256];
-  for (size_t i = 0; i < pool * ld; i++) {
-    src[i] = special(rng, vec->params.min, vec->params.max);
-    res_f[i] = special(rng, vec->params.min, vec->params.max);
-  }
-  residual_values(dtype, res_f, res, pool * ld);
-  const float bias_value = (float)(4.0 * tu_uniform(rng) - 2.0);
-  const float *bias = tu_uniform(rng) < 0.5 ? &bias_value : NULL;
-  cp_pool_row a = {.src = src,
-                   .ld = ld,
-                   .rows = pool,
-                   .cols = cols,
-                   .off = 0,
-                   .n = n,
-                   .tmp = tmp_a,
-                   .res = vec->params.residual ? (const void *)res : NULL,
-                   .res_ld = ld};
-  cp_pool_row b = a;
-  b.tmp = tmp_b;
-  memset(want, 0xa5, sizeof want);
-  memset(got, 0xa5, sizeof got);
-  cp_epilogue_row_portable(&vec->params, &a, bias, want);
-  vec->row(&vec->params, &b, bias, got);
-  rows_checked++;
-  if (memcmp(want, got, sizeof want) != 0) {
-    failures++;
-    fprintf(stderr,
-            "FAIL: %s pool %zu stride %zu n %zu cols %zu store %d residual %d clamp [%g, %g] "
-            "bias %s differs\n",
-            vec->name, pool, stride, n, cols, (int)vec->params.store, vec->params.residual,
-            (double)vec->params.min, (double)vec->params.max, bias ? "yes" : "no");
-  }
-}
-
-/* A clipped row of the same params for row_clipped: window rows 1..P, pool
-   padding off < P before column 0, and windows that run past the last of
-   cols columns (each starts inside the row). */
-static void check_clipped_row(const cp_epilogue *vec, convpool_dtype dtype, tu_rng *rng) {
-  const size_t pool = vec->params.pool, stride = vec->params.stride;
-  const size_t off = (size_t)(tu_uniform(rng) * (double)pool) % pool;
-  const size_t rows = 1 + (size_t)(tu_uniform(rng) * (double)pool) % pool;
-  const size_t cols = 1 + (size_t)(tu_uniform(rng) * 150.0), ld = cols + 3;
-  const size_t max_n = (cols - 1 + off) / stride + 1;
-  const size_t n = 1 + (size_t)(tu_uniform(rng) * (double)(max_n < 50 ? max_n : 50)) % max_n;
-  float src[4 * 160], res_f[4 * 160], tmp_a[600], tmp_b[600];
-  uint32_t res[4 * 160];
   unsigned char want[256], got[256];
   for (size_t i = 0; i < rows * ld; i++) {
     src[i] = special(rng, vec->params.min, vec->params.max);
@@ -125,15 +81,38 @@ static void check_clipped_row(const cp_epilogue *vec, convpool_dtype dtype, tu_r
   memset(want, 0xa5, sizeof want);
   memset(got, 0xa5, sizeof got);
   cp_epilogue_row_portable(&vec->params, &a, bias, want);
-  vec->row_clipped(&vec->params, &b, bias, got);
+  fn(&vec->params, &b, bias, got);
   rows_checked++;
   if (memcmp(want, got, sizeof want) != 0) {
     failures++;
     fprintf(stderr,
-            "FAIL: clipped row pool %zu stride %zu rows %zu off %zu n %zu cols %zu store %d "
-            "residual %d differs\n",
-            pool, stride, rows, off, n, cols, (int)vec->params.store, vec->params.residual);
+            "FAIL: %s %s pool %zu stride %zu rows %zu off %zu n %zu cols %zu store %d residual %d "
+            "clamp [%g, %g] bias %s differs\n",
+            vec->name, what, vec->params.pool, vec->params.stride, rows, off, n, cols,
+            (int)vec->params.store, vec->params.residual, (double)vec->params.min,
+            (double)vec->params.max, bias ? "yes" : "no");
   }
+}
+
+/* A full row (the row function): P window rows, no padding, n whole
+   windows and a few columns past the last. */
+static void check_row(const cp_epilogue *vec, convpool_dtype dtype, size_t n, tu_rng *rng) {
+  const size_t pool = vec->params.pool, stride = vec->params.stride;
+  const size_t cols = (n - 1) * stride + pool + (size_t)(tu_uniform(rng) * 3.0);
+  compare_row(vec, vec->row, "full row", dtype, pool, 0, cols, n, rng);
+}
+
+/* A clipped row (the clipped row function): window rows 1..P, pool padding
+   off < P before column 0, and windows that run past the last of cols
+   columns (each starts inside the row). */
+static void check_clipped_row(const cp_epilogue *vec, convpool_dtype dtype, tu_rng *rng) {
+  const size_t pool = vec->params.pool, stride = vec->params.stride;
+  const size_t off = (size_t)(tu_uniform(rng) * (double)pool) % pool;
+  const size_t rows = 1 + (size_t)(tu_uniform(rng) * (double)pool) % pool;
+  const size_t cols = 1 + (size_t)(tu_uniform(rng) * 150.0);
+  const size_t max_n = (cols - 1 + off) / stride + 1;
+  const size_t n = 1 + (size_t)(tu_uniform(rng) * (double)(max_n < 50 ? max_n : 50)) % max_n;
+  compare_row(vec, vec->row_clipped, "clipped row", dtype, rows, off, cols, n, rng);
 }
 
 int main(void) {

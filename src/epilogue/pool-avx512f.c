@@ -89,95 +89,30 @@ void cp_epilogue_row_pool2_avx512f(const cp_epilogue_params *p, const cp_pool_ro
   }
 }
 
-/*
- * Any row: any window and stride, with or without a residual, windows
- * clipped by the pool padding or the conv output's edge (bias after the
- * max). The column maxima of the window's rows (each value + its residual
- * first) go to tmp, the maximum over each window's columns to tmp + cols, in
- * the portable row's order, so that a NaN comes out with the same bits; then
- * bias, clamp and the store. Full windows are vectors: stride 1 reads the
- * window's columns with unaligned loads, stride 2 takes the even lanes of
- * two vectors, other strides gather; clipped ones at the row's ends are
- * scalars.
- */
-static inline __mmask16 cp_lanes_below(size_t at, size_t end) {
-  return at >= end ? 0 : end - at >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (end - at)) - 1u);
-}
-
-static inline float cp_maxf(float a, float b) {
-  return (a > b || a != a) ? a : b;
-}
-
-void cp_epilogue_row_any_avx512f(const cp_epilogue_params *p, const cp_pool_row *row,
-                                 const float *bias, void *dst) {
-  const size_t P = p->pool, S = p->stride, cols = row->cols, n = row->n, ld = row->ld;
-  const size_t off = row->off;
-  const float *colmax = row->src;
-  float *wmax = row->tmp + cols;
-  if (row->res != NULL || row->rows > 1) {
-    float *m = row->tmp, *widened = row->tmp + cols + n;
-    for (size_t a = 0; a < row->rows; a++) {
-      const float *v = row->src + a * ld, *r = NULL;
-      if (row->res != NULL && p->res_widen != NULL) {
-        p->res_widen((const uint16_t *)row->res + a * row->res_ld, widened, cols);
-        r = widened;
-      } else if (row->res != NULL) {
-        r = (const float *)row->res + a * row->res_ld;
-      }
-      for (size_t x = 0; x < cols; x += 16) {
-        const __mmask16 k = cp_lanes_below(x, cols);
-        __m512 s = _mm512_maskz_loadu_ps(k, v + x);
-        if (r != NULL) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(k, r + x));
-        if (a > 0) s = cp_max_nan(_mm512_maskz_loadu_ps(k, m + x), s);
-        _mm512_mask_storeu_ps(m + x, k, s);
-      }
-    }
-    colmax = m;
-  }
-  /* outputs [t0, t1) have whole windows: t*S >= off and t*S - off + P <= cols */
-  size_t t0 = (off + S - 1) / S, t1 = cols + off >= P ? (cols + off - P) / S + 1 : 0;
-  if (t1 > n) t1 = n;
-  if (t0 > t1) t0 = t1;
-  for (size_t t = 0; t < n; t++) {
-    if (t == t0) t = t1; /* the whole windows: vectors, below */
-    if (t >= n) break;
-    /* window [t*S - off, t*S - off + P) clipped to [0, cols); never empty */
-    const size_t lo = t * S > off ? t * S - off : 0;
-    const size_t hi = t * S + P - off < cols ? t * S + P - off : cols;
-    float v = colmax[lo];
-    for (size_t x = lo + 1; x < hi; x++) v = cp_maxf(v, colmax[x]);
-    wmax[t] = v;
-  }
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i step = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)S));
-  for (size_t t = t0; t < t1; t += 16) {
-    const __mmask16 mask = cp_lanes_below(t, t1);
-    __m512 v = _mm512_setzero_ps();
-    for (size_t j = 0; j < P; j++) {
-      const size_t x = t * S - off + j; /* column of lane 0's window tap j */
-      __m512 c;
-      if (S == 1) {
-        c = _mm512_maskz_loadu_ps(cp_lanes_below(x, cols), colmax + x);
-      } else if (S == 2) {
-        const __m512 lo = _mm512_maskz_loadu_ps(cp_lanes_below(x, cols), colmax + x);
-        const __m512 hi = _mm512_maskz_loadu_ps(cp_lanes_below(x + 16, cols), colmax + x + 16);
-        c = _mm512_permutex2var_ps(lo, even, hi);
-      } else {
-        c = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask, step, colmax + x, 4);
-      }
-      v = j == 0 ? c : cp_max_nan(v, c);
-    }
-    _mm512_mask_storeu_ps(wmax + t, mask, v);
-  }
-  const __m512 b = _mm512_set1_ps(bias != NULL ? *bias : 0.0f);
-  const __m512 act_lo = _mm512_set1_ps(p->min), act_hi = _mm512_set1_ps(p->max);
-  const int clamp = p->min > -INFINITY || p->max < INFINITY;
-  for (size_t t = 0; t < n; t += 16) {
-    const __mmask16 mask = cp_lanes_below(t, n);
-    __m512 v = _mm512_maskz_loadu_ps(mask, wmax + t);
-    if (bias != NULL) v = _mm512_add_ps(v, b);
-    if (clamp) v = cp_clamp(v, act_lo, act_hi);
-    cp_store16(dst, t, v, mask, p->store);
-  }
-}
+/* The row for any window, stride and residual (pool-any-template.h). */
+#define CP_E_FN cp_epilogue_row_any_avx512f
+#define CP_E_V __m512
+#define CP_E_W 16
+#define CP_E_MASK_T __mmask16
+#define CP_E_BELOW(at, end)                 \
+  ((at) >= (end)        ? (__mmask16)0      \
+   : (end) - (at) >= 16 ? (__mmask16)0xffff \
+                        : (__mmask16)((1u << ((end) - (at))) - 1u))
+#define CP_E_LOAD(ptr, mask) _mm512_maskz_loadu_ps(mask, ptr)
+#define CP_E_STORE(ptr, mask, v) _mm512_mask_storeu_ps(ptr, mask, v)
+#define CP_E_ZERO() _mm512_setzero_ps()
+#define CP_E_SET1(x) _mm512_set1_ps(x)
+#define CP_E_ADD(a, b) _mm512_add_ps(a, b)
+#define CP_E_MAX_NAN(a, b) cp_max_nan(a, b)
+#define CP_E_CLAMP(v, lo, hi) cp_clamp(v, lo, hi)
+#define CP_E_EVEN(lo, hi) \
+  _mm512_permutex2var_ps( \
+      lo, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), hi)
+#define CP_E_STEP_T __m512i
+#define CP_E_STEP(s)                                                                          \
+  _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), \
+                     _mm512_set1_epi32((int)(s)))
+#define CP_E_GATHER(base, step, mask) \
+  _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask, step, base, 4)
+#define CP_E_OUT(p, dst, wmax, t, v, mask) cp_store16(dst, t, v, mask, (p)->store)
+#include "pool-any-template.h"
