@@ -1,0 +1,293 @@
+/*
+ * Depthwise: conv groups = C_in, so each input channel's plane is its own 2D
+ * conv, read by the C_out / C_in output channels of its group (output
+ * channel co reads input channel co / M). Conv positions run in the vector
+ * lanes and the K x K taps are scalar broadcast weights: nothing is
+ * transposed, and a vector does 16 output positions of one channel.
+ *
+ * A channel block is up to CP_DW_MAX_BLOCK output channels of one input
+ * channel. compute_block stages that input channel's window of the item
+ * (zeros where the conv padding is, widened to fp32) in the tile buffer
+ * past the block's outputs, so the staging, the kernel and the epilogue of
+ * a block share the L1 cache; pack_item only lays out the taps.
+ *
+ * Stride and dilation are the staging's address arithmetic: the window is
+ * split into phase planes, plane (a, b) holding the input rows P[a] + s*y
+ * and columns P[b] + s*x of the window, P[a] = (a * d) mod s for the
+ * `phases` distinct values of (i * d) mod s over the taps i. Tap (i, j) of
+ * conv output (y, x) is then element (y + (i*d) / s, x + (j*d) / s) of plane
+ * (i mod phases, j mod phases): every tap is a stride-1 shifted load, and a
+ * stride-2 window is deinterleaved once by the staging instead of gathered
+ * by every tap. Planes have rows of ld = conv columns + halo elements; the
+ * kernel sweeps the item flat, position p = y * ld + x, so narrow rows
+ * (7x7, 14x14) fill the vectors too, and the tile buffer's rows are ld apart.
+ *
+ * Every output sums its layer's own K x K taps, padding zeros included (0 *
+ * inf is NaN, as torch), in the same order whatever the item: results do
+ * not depend on the item split or the thread count.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../driver.h"
+#include "../half.h"
+#include "../kernels/dw-ukernel.h"
+#include "../pack.h"
+#include "algo.h"
+
+/* The most output channels (of one input channel) per channel block. */
+#define CP_DW_MAX_BLOCK 8
+
+/* The setup's own state: the kernel. */
+typedef struct cp_dw_setup {
+  const cp_dw_ukernel *uk;
+} cp_dw_setup;
+CP_ALGO_STATE_FITS(cp_dw_setup);
+
+/* The plan's own state: the staging of the item size. */
+typedef struct cp_dw_plan {
+  int64_t phases; /* phase planes per side: the distinct (i * d) mod s */
+  int64_t halo;   /* ((k - 1) * d) / s: extra rows and columns of a plane */
+  size_t ld;      /* floats between a plane's rows (and the tile buffer's) */
+  size_t plane;   /* floats between planes */
+  size_t stage;   /* floats of the tile buffer before the staging area */
+} cp_dw_plan;
+CP_ALGO_STATE_FITS(cp_dw_plan);
+
+static const cp_dw_setup *cp_dw_setup_of(const cp_algo_setup *setup) {
+  return CP_ALGO_STATE(const cp_dw_setup, setup->state);
+}
+
+static const char *cp_dw_declines(const cp_layer *layer, const cp_cpu *cpu, char *why,
+                                  size_t capacity) {
+  (void)cpu;
+  if (layer->groups != layer->c_in) {
+    snprintf(why, capacity,
+             "depthwise computes layers whose conv groups equal C_in: groups = %lld, C_in = %lld",
+             (long long)layer->groups, (long long)layer->c_in);
+    return why;
+  }
+  return NULL;
+}
+
+static convpool_status cp_dw_setup_layer(const cp_layer *layer, const cp_cpu *cpu,
+                                         cp_algo_setup *setup) {
+  cp_dw_setup *s = CP_ALGO_STATE(cp_dw_setup, setup->state);
+  s->uk = cp_dw_ukernel_select(cpu->isa);
+  const int64_t multiplier = layer->c_out / layer->c_in;
+  setup->co_block = (int)(multiplier < CP_DW_MAX_BLOCK ? multiplier : CP_DW_MAX_BLOCK);
+  setup->positions = s->uk->nr;
+  setup->isa = s->uk->isa;
+  setup->kernel = s->uk->name;
+  size_t n;
+  if (!cp_mul((size_t)layer->k, (size_t)layer->k, &n) || !cp_mul(n, (size_t)layer->c_out, &n) ||
+      !cp_mul(n, sizeof(float), &setup->packed_weight_bytes))
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
+                   "weights [%lld, 1, %lld, %lld] have a byte count that overflows",
+                   (long long)layer->c_out, (long long)layer->k, (long long)layer->k);
+  return CONVPOOL_SUCCESS;
+}
+
+/* fp32 [c_out][k * k]: the weights [c_out, 1, k, k] as they are, widened. */
+static void cp_dw_pack_weights(const cp_layer *layer, const cp_algo_setup *setup,
+                               const void *weights, float *packed) {
+  (void)setup;
+  const size_t n = (size_t)layer->c_out * (size_t)layer->k * (size_t)layer->k;
+  for (size_t i = 0; i < n; i++) packed[i] = cp_load_elem(layer->dtype, weights, i);
+}
+
+/* Items start on any conv row; columns advance by whole register tiles. */
+static void cp_dw_item_units(const cp_plan *pl, int64_t *rows, int64_t *cols) {
+  *rows = 1;
+  *cols = cp_dw_setup_of(pl->setup)->uk->nr;
+}
+
+static int64_t cp_dw_gcd(int64_t a, int64_t b) {
+  while (b != 0) {
+    const int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+static int cp_dw_geometry(cp_plan *pl) {
+  cp_dw_plan *dp = CP_ALGO_STATE(cp_dw_plan, pl->state);
+  const int64_t s = pl->conv_stride, d = pl->dilation, k = pl->k;
+  const int64_t period = s / cp_dw_gcd(s, d); /* (i * d) mod s repeats with this period */
+  dp->phases = k < period ? k : period;
+  dp->halo = (pl->extent - 1) / s;
+  const size_t cr = (size_t)pl->conv_rows, cw = (size_t)pl->conv_cols, hs = (size_t)dp->halo;
+  const size_t np = (size_t)dp->phases, line = CP_CACHE_LINE / sizeof(float);
+  size_t ld, rows, plane, len, n;
+  if (!cp_add(cw, hs, &ld) || !cp_add(cr, hs, &rows) || !cp_mul(rows, ld, &plane) ||
+      !cp_add(plane, CP_DW_MAX_LANES + line, &plane) || !cp_mul(cr - 1, ld, &len) ||
+      !cp_add(len, cw + line, &len))
+    return 0;
+  /* the flat sweep's last vector reads up to CP_DW_MAX_LANES - 1 past the
+     plane's rows, and writes whole vectors (len rounded up) */
+  dp->ld = ld;
+  dp->plane = cp_round_up(plane - line, line);
+  pl->buf_row_ld = ld;
+  pl->buf_cols = cp_round_up(len - line, line);
+  if (!cp_mul(pl->buf_cols, (size_t)pl->setup->co_block, &dp->stage) ||
+      !cp_mul(np * np, dp->plane, &n) || !cp_add(n, dp->stage, &n) ||
+      !cp_mul(n, sizeof(float), &pl->buf_bytes))
+    return 0;
+  return cp_mul((size_t)k * (size_t)k, sizeof(ptrdiff_t), &pl->panel_bytes);
+}
+
+/* The tile buffer (outputs and staging) within the tile-buffer budget; the
+   panel is the taps' offsets only. */
+static int cp_dw_fits(const cp_plan *pl) {
+  return pl->buf_bytes <= pl->buf_budget;
+}
+
+/* Kernel lanes of a block, the staging copy, and a block's and an epilogue
+   row's fixed costs, per pooled output. */
+static double cp_dw_cost(const cp_plan *pl) {
+  const cp_dw_plan *dp = CP_ALGO_STATE(const cp_dw_plan, pl->state);
+  const double mr = (double)pl->setup->co_block;
+  const double lanes = mr * (double)pl->buf_cols * (double)(pl->k * pl->k);
+  const double copy = 2.0 * (double)(dp->phases * dp->phases) * (double)(pl->conv_rows + dp->halo) *
+                      (double)dp->ld;
+  const double fixed = 256.0 + 32.0 * mr * (double)pl->conv_rows;
+  const double rows = (double)(pl->group < pl->ph ? pl->group : pl->ph);
+  const double cols = (double)(pl->col_block < pl->pw ? pl->col_block : pl->pw);
+  return (lanes + copy + fixed) / (mr * rows * cols);
+}
+
+/* Channel blocks give the threads their items (each block restages only its
+   own channel); rows are split only when the blocks are too few. */
+static int cp_dw_worth_splitting_to(const cp_plan *pl) {
+  const int64_t target = (int64_t)pl->cfg->items_per_thread * (int64_t)pl->threads;
+  return pl->batch * pl->row_groups * pl->col_blocks * pl->co_blocks < target;
+}
+
+/* The panel: the offset of each tap (i, j) in the staging (see above). */
+static const float *cp_dw_pack_item(const cp_run *r, cp_item *it, float *panel) {
+  (void)it;
+  const cp_plan *pl = r->pl;
+  const cp_dw_plan *dp = CP_ALGO_STATE(const cp_dw_plan, pl->state);
+  const int64_t k = pl->k, s = pl->conv_stride, d = pl->dilation, np = dp->phases;
+  ptrdiff_t *off = (ptrdiff_t *)(void *)panel;
+  for (int64_t i = 0; i < k; i++)
+    for (int64_t j = 0; j < k; j++)
+      off[i * k + j] =
+          (ptrdiff_t)((size_t)((i % np) * np + j % np) * dp->plane +
+                      (size_t)(i * d / s) * dp->ld + (size_t)(j * d / s));
+  return panel;
+}
+
+/* n elements of src row `from` (index of its first), `step` apart, as fp32. */
+static void cp_dw_gather(const cp_run *r, const unsigned char *src, size_t from, size_t step,
+                         size_t n, float *to) {
+  const cp_plan *pl = r->pl;
+  if (pl->dtype == CONVPOOL_FLOAT32) {
+    const float *x = (const float *)(const void *)src + from;
+    if (step == 1) {
+      memcpy(to, x, n * sizeof(float));
+    } else if (step == 2) {
+      for (size_t i = 0; i < n; i++) to[i] = x[2 * i];
+    } else {
+      for (size_t i = 0; i < n; i++) to[i] = x[i * step];
+    }
+    return;
+  }
+  const uint16_t *x = (const uint16_t *)(const void *)src + from;
+  if (step == 1) {
+    r->widen(x, to, n);
+  } else if (pl->dtype == CONVPOOL_BFLOAT16) {
+    for (size_t i = 0; i < n; i++) to[i] = cp_bf16_to_float(x[i * step]);
+  } else {
+    for (size_t i = 0; i < n; i++) to[i] = cp_half_to_float(x[i * step]);
+  }
+}
+
+/* The staging of input channel c for an item: every phase plane's rows
+   [0, ny + halo) of ld columns, zero in the conv padding, then a zeroed
+   vector past them (the flat sweep's last vector reads into it). */
+static void cp_dw_stage(const cp_run *r, const cp_item *it, int64_t c, float *stage) {
+  const cp_plan *pl = r->pl;
+  const cp_dw_plan *dp = CP_ALGO_STATE(const cp_dw_plan, pl->state);
+  const int64_t s = pl->conv_stride, d = pl->dilation, np = dp->phases;
+  const int64_t height = pl->height, width = pl->width;
+  const size_t ld = dp->ld, rows = (size_t)(it->ny + dp->halo);
+  const unsigned char *image =
+      r->src + ((size_t)it->b * (size_t)pl->c_in + (size_t)c) * (size_t)height * (size_t)width *
+                   pl->elem_size;
+  const int64_t iy0 = it->y0 * s - pl->pad[CP_TOP], ix0 = it->x0 * s - pl->pad[CP_LEFT];
+  for (int64_t a = 0; a < np; a++) {
+    const int64_t ya = iy0 + a * d % s;
+    for (int64_t b = 0; b < np; b++) {
+      float *to = stage + (size_t)(a * np + b) * dp->plane;
+      const int64_t xb = ix0 + b * d % s; /* input column of plane column 0 */
+      /* plane columns [lo, hi) read the input; the others are padding */
+      int64_t lo = xb >= 0 ? 0 : (-xb + s - 1) / s;
+      int64_t hi = xb >= width ? 0 : (width - xb + s - 1) / s;
+      if (hi > (int64_t)ld) hi = (int64_t)ld;
+      if (lo > hi) lo = hi;
+      for (size_t y = 0; y < rows; y++, to += ld) {
+        const int64_t iy = ya + (int64_t)y * s;
+        if (iy < 0 || iy >= height || lo == hi) {
+          memset(to, 0, ld * sizeof(float));
+          continue;
+        }
+        memset(to, 0, (size_t)lo * sizeof(float));
+        cp_dw_gather(r, image, (size_t)iy * (size_t)width + (size_t)(xb + lo * s), (size_t)s,
+                     (size_t)(hi - lo), to + lo);
+        memset(to + hi, 0, (ld - (size_t)hi) * sizeof(float));
+      }
+      memset(to, 0, CP_DW_MAX_LANES * sizeof(float));
+    }
+  }
+}
+
+static void cp_dw_compute_block(const cp_run *r, const cp_item *it, const float *panel, int64_t cb,
+                                float *buf) {
+  const cp_plan *pl = r->pl;
+  const cp_dw_plan *dp = CP_ALGO_STATE(const cp_dw_plan, pl->state);
+  const cp_dw_ukernel *uk = cp_dw_setup_of(pl->setup)->uk;
+  const size_t taps = (size_t)(pl->k * pl->k);
+  const size_t len = (size_t)(it->ny - 1) * dp->ld + (size_t)it->nx;
+  float *stage = buf + dp->stage;
+  size_t co0, channels;
+  cp_block_channels(pl, cb, &co0, &channels);
+  cp_dw_stage(r, it, cp_block_group(pl, cb), stage);
+  for (size_t m = 0; m < channels; m++)
+    uk->fn(stage, (const ptrdiff_t *)(const void *)panel, taps, r->packed + (co0 + m) * taps, len,
+           buf + m * pl->buf_cols);
+}
+
+static void cp_dw_describe(const cp_plan *pl, char *text, size_t capacity) {
+  const cp_dw_plan *dp = CP_ALGO_STATE(const cp_dw_plan, pl->state);
+  const cp_dw_setup *s = cp_dw_setup_of(pl->setup);
+  snprintf(text, capacity,
+           "register tile  1 output channel x %d positions (%d lanes), swept flat over rows of "
+           "%zu; %lld channel blocks of up to %d output channels of one input channel "
+           "(multiplier %lld)\n"
+           "staging        %lld pooled rows x %lld pooled columns: conv %lld rows x %lld "
+           "columns from %lldx%lld phase planes of %lld rows x %zu (stride %lld, dilation "
+           "%lld), staged per channel block into the tile buffer\n",
+           s->uk->nr, s->uk->lanes, dp->ld, (long long)pl->co_blocks, pl->setup->co_block,
+           (long long)(pl->c_out / pl->c_in), (long long)pl->group, (long long)pl->col_block,
+           (long long)pl->conv_rows, (long long)pl->conv_cols, (long long)dp->phases,
+           (long long)dp->phases, (long long)(pl->conv_rows + dp->halo), dp->ld,
+           (long long)pl->conv_stride, (long long)pl->dilation);
+}
+
+const cp_algorithm cp_algorithm_depthwise = {
+    .name = "depthwise",
+    .id = CONVPOOL_ALGO_DEPTHWISE,
+    .declines = cp_dw_declines,
+    .setup = cp_dw_setup_layer,
+    .pack_weights = cp_dw_pack_weights,
+    .item_units = cp_dw_item_units,
+    .geometry = cp_dw_geometry,
+    .fits = cp_dw_fits,
+    .cost = cp_dw_cost,
+    .worth_splitting_to = cp_dw_worth_splitting_to,
+    .pack_item = cp_dw_pack_item,
+    .compute_block = cp_dw_compute_block,
+    .describe = cp_dw_describe,
+};

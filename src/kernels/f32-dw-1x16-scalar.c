@@ -1,0 +1,26 @@
+/*
+ * f32 depthwise microkernel, 1 channel x 16 positions, portable: written so
+ * that the compiler vectorises the position loop with the baseline ISA; a
+ * product, then a sum, each rounded (no FMA), in the taps' order.
+ */
+#include "dw-ukernel.h"
+
+void cp_f32_dw_ukernel_16__scalar(const float *x, const ptrdiff_t *off, size_t taps,
+                                  const float *w, size_t len, float *out) {
+  enum { NR = 16 };
+  size_t p = 0;
+  for (; p + NR <= len; p += NR) {
+    float acc[NR];
+    for (int n = 0; n < NR; n++) acc[n] = 0.0f;
+    for (size_t t = 0; t < taps; t++) {
+      const float *xt = x + off[t] + p, b = w[t];
+      for (int n = 0; n < NR; n++) acc[n] += b * xt[n];
+    }
+    for (int n = 0; n < NR; n++) out[p + n] = acc[n];
+  }
+  for (; p < len; p++) {
+    float acc = 0.0f;
+    for (size_t t = 0; t < taps; t++) acc += w[t] * x[off[t] + p];
+    out[p] = acc;
+  }
+}

@@ -1,0 +1,11 @@
+/* f32 depthwise microkernel, 1 channel x 64 positions (8 vectors), AVX2 + FMA. */
+#define CP_FN cp_f32_dw_ukernel_64__avx2
+#define CP_NRV 8
+#define CP_LANES 8
+#define CP_VEC __m256
+#define CP_ZERO() _mm256_setzero_ps()
+#define CP_LOAD(p) _mm256_loadu_ps(p)
+#define CP_STORE(p, v) _mm256_storeu_ps(p, v)
+#define CP_BCAST(x) _mm256_set1_ps(x)
+#define CP_MAC(acc, b, x) _mm256_fmadd_ps(b, x, acc)
+#include "dw-template.h"
