@@ -204,9 +204,16 @@ static void cp_dw_gather(const cp_run *r, const unsigned char *src, size_t from,
   }
 }
 
-/* The staging of input channel c for an item: every phase plane's rows
-   [0, ny + halo) of ld columns, zero in the conv padding, then a zeroed
-   vector past them (the flat sweep's last vector reads into it). */
+/* Bytes of an item's staging: every phase plane's rows [0, ny + halo) of ld
+   columns, then a vector (the flat sweep's last vector reads into it). */
+static size_t cp_dw_stage_floats(const cp_dw_plan *dp, const cp_item *it) {
+  const size_t planes = (size_t)(dp->phases * dp->phases);
+  return (planes - 1) * dp->plane + (size_t)(it->ny + dp->halo) * dp->ld + CP_DW_MAX_LANES;
+}
+
+/* The staging of input channel c for an item: the input it reads in every
+   phase plane (see above). The conv padding and the slack are zeros that
+   the first block of the item wrote, the same for every channel. */
 static void cp_dw_stage(const cp_run *r, const cp_item *it, int64_t c, float *stage) {
   const cp_plan *pl = r->pl;
   const cp_dw_plan *dp = CP_ALGO_STATE(const cp_dw_plan, pl->state);
@@ -218,27 +225,20 @@ static void cp_dw_stage(const cp_run *r, const cp_item *it, int64_t c, float *st
                    pl->elem_size;
   const int64_t iy0 = it->y0 * s - pl->pad[CP_TOP], ix0 = it->x0 * s - pl->pad[CP_LEFT];
   for (int64_t a = 0; a < np; a++) {
-    const int64_t ya = iy0 + a * d % s;
+    const int64_t ya = iy0 + a * d % s; /* input row of plane row 0 */
+    /* plane rows [y_lo, y_hi) read the input; the others are padding */
+    int64_t y_lo = ya >= 0 ? 0 : (-ya + s - 1) / s;
+    int64_t y_hi = ya >= height ? 0 : (height - ya + s - 1) / s;
+    if (y_hi > (int64_t)rows) y_hi = (int64_t)rows;
     for (int64_t b = 0; b < np; b++) {
       float *to = stage + (size_t)(a * np + b) * dp->plane;
       const int64_t xb = ix0 + b * d % s; /* input column of plane column 0 */
-      /* plane columns [lo, hi) read the input; the others are padding */
       int64_t lo = xb >= 0 ? 0 : (-xb + s - 1) / s;
       int64_t hi = xb >= width ? 0 : (width - xb + s - 1) / s;
       if (hi > (int64_t)ld) hi = (int64_t)ld;
-      if (lo > hi) lo = hi;
-      for (size_t y = 0; y < rows; y++, to += ld) {
-        const int64_t iy = ya + (int64_t)y * s;
-        if (iy < 0 || iy >= height || lo == hi) {
-          memset(to, 0, ld * sizeof(float));
-          continue;
-        }
-        memset(to, 0, (size_t)lo * sizeof(float));
-        cp_dw_gather(r, image, (size_t)iy * (size_t)width + (size_t)(xb + lo * s), (size_t)s,
-                     (size_t)(hi - lo), to + lo);
-        memset(to + hi, 0, (ld - (size_t)hi) * sizeof(float));
-      }
-      memset(to, 0, CP_DW_MAX_LANES * sizeof(float));
+      for (int64_t y = y_lo; y < y_hi && lo < hi; y++)
+        cp_dw_gather(r, image, (size_t)(ya + y * s) * (size_t)width + (size_t)(xb + lo * s),
+                     (size_t)s, (size_t)(hi - lo), to + (size_t)y * ld + (size_t)lo);
     }
   }
 }
@@ -253,6 +253,8 @@ static void cp_dw_compute_block(const cp_run *r, const cp_item *it, const float 
   float *stage = buf + dp->stage;
   size_t co0, channels;
   cp_block_channels(pl, cb, &co0, &channels);
+  if (cb == it->cb0) /* the item's padding; buf is kept between its blocks */
+    memset(stage, 0, cp_dw_stage_floats(dp, it) * sizeof(float));
   cp_dw_stage(r, it, cp_block_group(pl, cb), stage);
   for (size_t m = 0; m < channels; m++)
     uk->fn(stage, (const ptrdiff_t *)(const void *)panel, taps, r->packed + (co0 + m) * taps, len,
