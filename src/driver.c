@@ -52,6 +52,19 @@ static void cp_epilogue_item(const cp_epilogue *e, const cp_plan *pl, const cp_i
   unsigned char *out0 = (unsigned char *)dst + (((size_t)it->b * (size_t)pl->c_out + co0) * plane +
                                                 (size_t)it->q0 * pw + (size_t)it->c0) *
                                                    es;
+  /* Pool 1 of stride 1 over whole rows that lie compact in the buffer: a
+     channel's rows are one run in the buffer and in dst, pooled by one call
+     of the vector row (which takes no residual). */
+  if (P == 1 && S == 1 && it->nc == (int64_t)pw && pl->buf_row_ld == pw && residual == NULL &&
+      e->row != cp_epilogue_row_portable) {
+    const size_t n = (size_t)it->nq * pw;
+    cp_pool_row r = {NULL, pl->buf_row_ld, 1, n, 0, n, row, NULL, ow};
+    for (size_t m = 0; m < channels; m++) {
+      r.src = buf + m * pl->buf_cols + (size_t)(it->q0 - it->y0) * pl->buf_row_ld;
+      e->row(p, &r, p->bias != NULL ? &p->bias[co0 + m] : NULL, out0 + m * plane * es);
+    }
+    return;
+  }
   for (int64_t q = 0; q < it->nq; q++) {
     int64_t top = (it->q0 + q) * S - pl->pool_pad[CP_TOP], bottom = top + P;
     if (top < 0) top = 0;

@@ -51,6 +51,7 @@ typedef struct cp_dw_plan {
   size_t ld;      /* floats between a plane's rows (and the tile buffer's) */
   size_t plane;   /* floats between planes */
   size_t stage;   /* floats of the tile buffer before the staging area */
+  int compact;    /* rows moved together after the sweep (buf_row_ld = conv columns) */
 } cp_dw_plan;
 CP_ALGO_STATE_FITS(cp_dw_plan);
 
@@ -128,7 +129,11 @@ static int cp_dw_geometry(cp_plan *pl) {
      plane's rows, and writes whole vectors (len rounded up) */
   dp->ld = ld;
   dp->plane = cp_round_up(plane - line, line);
-  pl->buf_row_ld = ld;
+  /* Pool 1 of stride 1 over whole rows: the driver pools a channel's rows in
+     one call when they lie compact, which saves a call per row (half the
+     time of a 7x7 channel); moving the rows together costs less. */
+  dp->compact = pl->pool == 1 && pl->stride == 1 && !pl->has_residual && pl->col_block >= pl->pw;
+  pl->buf_row_ld = dp->compact ? cw : ld;
   pl->buf_cols = cp_round_up(len - line, line);
   if (!cp_mul(pl->buf_cols, (size_t)pl->setup->co_block, &dp->stage) ||
       !cp_mul(np * np, dp->plane, &n) || !cp_add(n, dp->stage, &n) ||
@@ -259,6 +264,22 @@ static void cp_dw_compute_block(const cp_run *r, const cp_item *it, const float 
   for (size_t m = 0; m < channels; m++)
     uk->fn(stage, (const ptrdiff_t *)(const void *)panel, taps, r->packed + (co0 + m) * taps, len,
            buf + m * pl->buf_cols);
+  if (!dp->compact) return;
+  /* row y from y * ld to y * nx: forward, each element read before any
+     store reaches it (nx <= ld) */
+  const size_t nx = (size_t)it->nx;
+  for (size_t m = 0; m < channels; m++) {
+    float *out = buf + m * pl->buf_cols;
+    for (size_t y = 1; y < (size_t)it->ny; y++) {
+      float *to = out + y * nx;
+      const float *from = out + y * dp->ld;
+      if (nx >= 32) {
+        memmove(to, from, nx * sizeof(float));
+      } else {
+        for (size_t x = 0; x < nx; x++) to[x] = from[x];
+      }
+    }
+  }
 }
 
 static void cp_dw_describe(const cp_plan *pl, char *text, size_t capacity) {
