@@ -154,8 +154,8 @@ static double cp_dw_cost(const cp_plan *pl) {
   const cp_dw_plan *dp = CP_ALGO_STATE(const cp_dw_plan, pl->state);
   const double mr = (double)pl->setup->co_block;
   const double lanes = mr * (double)pl->buf_cols * (double)(pl->k * pl->k);
-  const double copy = 2.0 * (double)(dp->phases * dp->phases) * (double)(pl->conv_rows + dp->halo) *
-                      (double)dp->ld;
+  const double copy =
+      2.0 * (double)(dp->phases * dp->phases) * (double)(pl->conv_rows + dp->halo) * (double)dp->ld;
   const double fixed = 256.0 + 32.0 * mr * (double)pl->conv_rows;
   const double rows = (double)(pl->group < pl->ph ? pl->group : pl->ph);
   const double cols = (double)(pl->col_block < pl->pw ? pl->col_block : pl->pw);
@@ -178,9 +178,8 @@ static const float *cp_dw_pack_item(const cp_run *r, cp_item *it, float *panel) 
   ptrdiff_t *off = (ptrdiff_t *)(void *)panel;
   for (int64_t i = 0; i < k; i++)
     for (int64_t j = 0; j < k; j++)
-      off[i * k + j] =
-          (ptrdiff_t)((size_t)((i % np) * np + j % np) * dp->plane +
-                      (size_t)(i * d / s) * dp->ld + (size_t)(j * d / s));
+      off[i * k + j] = (ptrdiff_t)((size_t)((i % np) * np + j % np) * dp->plane +
+                                   (size_t)(i * d / s) * dp->ld + (size_t)(j * d / s));
   return panel;
 }
 
@@ -225,10 +224,10 @@ static void cp_dw_stage(const cp_run *r, const cp_item *it, int64_t c, float *st
   const int64_t s = pl->conv_stride, d = pl->dilation, np = dp->phases;
   const int64_t height = pl->height, width = pl->width;
   const size_t ld = dp->ld, rows = (size_t)(it->ny + dp->halo);
-  const unsigned char *image =
-      r->src + ((size_t)it->b * (size_t)pl->c_in + (size_t)c) * (size_t)height * (size_t)width *
-                   pl->elem_size;
+  const unsigned char *image = r->src + ((size_t)it->b * (size_t)pl->c_in + (size_t)c) *
+                                            (size_t)height * (size_t)width * pl->elem_size;
   const int64_t iy0 = it->y0 * s - pl->pad[CP_TOP], ix0 = it->x0 * s - pl->pad[CP_LEFT];
+  const cp_dw_ukernel *uk = cp_dw_setup_of(pl->setup)->uk;
   for (int64_t a = 0; a < np; a++) {
     const int64_t ya = iy0 + a * d % s; /* input row of plane row 0 */
     /* plane rows [y_lo, y_hi) read the input; the others are padding */
@@ -241,6 +240,14 @@ static void cp_dw_stage(const cp_run *r, const cp_item *it, int64_t c, float *st
       int64_t lo = xb >= 0 ? 0 : (-xb + s - 1) / s;
       int64_t hi = xb >= width ? 0 : (width - xb + s - 1) / s;
       if (hi > (int64_t)ld) hi = (int64_t)ld;
+      if (s <= 2 && pl->dtype == CONVPOOL_FLOAT32 && lo < hi && y_lo < y_hi) {
+        const float *x = (const float *)(const void *)image;
+        (s == 1 ? uk->rows : uk->rows2)(
+            x + (size_t)(ya + y_lo * s) * (size_t)width + (size_t)(xb + lo * s),
+            (size_t)(width * s), to + (size_t)y_lo * ld + (size_t)lo, ld, (size_t)(y_hi - y_lo),
+            (size_t)(hi - lo));
+        continue;
+      }
       for (int64_t y = y_lo; y < y_hi && lo < hi; y++)
         cp_dw_gather(r, image, (size_t)(ya + y * s) * (size_t)width + (size_t)(xb + lo * s),
                      (size_t)s, (size_t)(hi - lo), to + (size_t)y * ld + (size_t)lo);
@@ -265,20 +272,11 @@ static void cp_dw_compute_block(const cp_run *r, const cp_item *it, const float 
     uk->fn(stage, (const ptrdiff_t *)(const void *)panel, taps, r->packed + (co0 + m) * taps, len,
            buf + m * pl->buf_cols);
   if (!dp->compact) return;
-  /* row y from y * ld to y * nx: forward, each element read before any
-     store reaches it (nx <= ld) */
+  /* row y from y * ld to y * nx, in place */
   const size_t nx = (size_t)it->nx;
   for (size_t m = 0; m < channels; m++) {
     float *out = buf + m * pl->buf_cols;
-    for (size_t y = 1; y < (size_t)it->ny; y++) {
-      float *to = out + y * nx;
-      const float *from = out + y * dp->ld;
-      if (nx >= 32) {
-        memmove(to, from, nx * sizeof(float));
-      } else {
-        for (size_t x = 0; x < nx; x++) to[x] = from[x];
-      }
-    }
+    uk->rows(out + dp->ld, dp->ld, out + nx, nx, (size_t)it->ny - 1, nx);
   }
 }
 

@@ -8,6 +8,11 @@
  * Define before including:
  *   CP_FN, CP_NRV (a power of two), CP_LANES, CP_VEC, CP_ZERO(), CP_LOAD(p),
  *   CP_STORE(p, v), CP_BCAST(x), CP_MAC(acc, b, x) (acc + b * x)
+ *   CP_ROWS_FN (the row copy), and CP_MASK_TAIL(from, to, n) for a last
+ *   partial vector (n < CP_LANES elements), or none for element copies;
+ *   CP_ROWS2_FN (every other element), and CP_EVEN(from, n) (a vector of
+ *   from[0], from[2], ..., reading from[0 .. 2 * n - 2] only, n <= CP_LANES)
+ *   or none for element copies
  */
 #include <immintrin.h>
 #include <stddef.h>
@@ -42,4 +47,29 @@ void CP_FN(const float *x, const ptrdiff_t *off, size_t taps, const float *w, si
   if (vectors >= 2) cp_dw_tile(x + p, off, taps, w, out + p, 2), vectors -= 2, p += 2 * CP_LANES;
 #endif
   if (vectors >= 1) cp_dw_tile(x + p, off, taps, w, out + p, 1);
+}
+
+void CP_ROWS_FN(const float *from, size_t from_ld, float *to, size_t to_ld, size_t rows, size_t n) {
+  for (size_t y = 0; y < rows; y++, from += from_ld, to += to_ld) {
+    size_t x = 0;
+    for (; x + CP_LANES <= n; x += CP_LANES) CP_STORE(to + x, CP_LOAD(from + x));
+#ifdef CP_MASK_TAIL
+    if (x < n) CP_MASK_TAIL(from + x, to + x, n - x);
+#else
+    for (; x < n; x++) to[x] = from[x];
+#endif
+  }
+}
+
+void CP_ROWS2_FN(const float *from, size_t from_ld, float *to, size_t to_ld, size_t rows,
+                 size_t n) {
+  for (size_t y = 0; y < rows; y++, from += from_ld, to += to_ld) {
+#ifdef CP_EVEN
+    size_t x = 0;
+    for (; x + CP_LANES <= n; x += CP_LANES) CP_STORE(to + x, CP_EVEN(from + 2 * x, CP_LANES));
+    if (x < n) CP_MASK_STORE(to + x, n - x, CP_EVEN(from + 2 * x, n - x));
+#else
+    for (size_t x = 0; x < n; x++) to[x] = from[2 * x];
+#endif
+  }
 }

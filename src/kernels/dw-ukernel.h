@@ -24,21 +24,38 @@
 typedef void (*cp_dw_ukernel_fn)(const float *x, const ptrdiff_t *off, size_t taps, const float *w,
                                  size_t len, float *out);
 
+/*
+ * The row copy of the same ISA: rows [0, rows) of n floats, from rows
+ * from_ld apart to rows to_ld apart, row after row and forward within a row,
+ * each element read before any store reaches it when to <= from and
+ * to_ld <= from_ld (so it also moves rows together in place).
+ */
+typedef void (*cp_dw_rows_fn)(const float *from, size_t from_ld, float *to, size_t to_ld,
+                              size_t rows, size_t n);
+
+/* The same for every other element: to[x] = from[2 * x] in each row (the
+   two column phases of a stride-2 window); never in place. */
+typedef cp_dw_rows_fn cp_dw_rows2_fn;
+
 typedef struct cp_dw_ukernel {
   const char *name;
   cp_isa isa;
   int lanes; /* positions per vector: out is written in whole vectors */
   int nr;    /* positions of the main register tile */
   cp_dw_ukernel_fn fn;
+  cp_dw_rows_fn rows;
+  cp_dw_rows2_fn rows2;
 } cp_dw_ukernel;
 
 /* The widest vector of any kernel: buffers rounded to it suit every kernel. */
 #define CP_DW_MAX_LANES 16
 
 /* Declarations of every kernel in dw-ukernels.inc. */
-#define CP_DW_UKERNEL(nr, lanes, isa, ISA)                                               \
+#define CP_DW_UKERNEL(nr, lanes, isa, ISA)                                                      \
   void cp_f32_dw_ukernel_##nr##__##isa(const float *, const ptrdiff_t *, size_t, const float *, \
-                                       size_t, float *);
+                                       size_t, float *);                                        \
+  void cp_f32_dw_rows__##isa(const float *, size_t, float *, size_t, size_t, size_t);           \
+  void cp_f32_dw_rows2__##isa(const float *, size_t, float *, size_t, size_t, size_t);
 #include "dw-ukernels.inc"
 #undef CP_DW_UKERNEL
 

@@ -5,8 +5,8 @@
  */
 #include "dw-ukernel.h"
 
-void cp_f32_dw_ukernel_16__scalar(const float *x, const ptrdiff_t *off, size_t taps,
-                                  const float *w, size_t len, float *out) {
+void cp_f32_dw_ukernel_16__scalar(const float *x, const ptrdiff_t *off, size_t taps, const float *w,
+                                  size_t len, float *out) {
   enum { NR = 16 };
   size_t p = 0;
   for (; p + NR <= len; p += NR) {
@@ -23,4 +23,16 @@ void cp_f32_dw_ukernel_16__scalar(const float *x, const ptrdiff_t *off, size_t t
     for (size_t t = 0; t < taps; t++) acc += w[t] * x[off[t] + p];
     out[p] = acc;
   }
+}
+
+void cp_f32_dw_rows__scalar(const float *from, size_t from_ld, float *to, size_t to_ld, size_t rows,
+                            size_t n) {
+  for (size_t y = 0; y < rows; y++, from += from_ld, to += to_ld)
+    for (size_t x = 0; x < n; x++) to[x] = from[x];
+}
+
+void cp_f32_dw_rows2__scalar(const float *from, size_t from_ld, float *to, size_t to_ld,
+                             size_t rows, size_t n) {
+  for (size_t y = 0; y < rows; y++, from += from_ld, to += to_ld)
+    for (size_t x = 0; x < n; x++) to[x] = from[2 * x];
 }

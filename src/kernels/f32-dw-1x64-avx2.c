@@ -8,4 +8,6 @@
 #define CP_STORE(p, v) _mm256_storeu_ps(p, v)
 #define CP_BCAST(x) _mm256_set1_ps(x)
 #define CP_MAC(acc, b, x) _mm256_fmadd_ps(b, x, acc)
+#define CP_ROWS_FN cp_f32_dw_rows__avx2
+#define CP_ROWS2_FN cp_f32_dw_rows2__avx2
 #include "dw-template.h"
