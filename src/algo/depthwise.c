@@ -38,6 +38,9 @@
 /* The most output channels (of one input channel) per channel block. */
 #define CP_DW_MAX_BLOCK 8
 
+/* Compact rows of up to this many conv columns are swept row by row. */
+#define CP_DW_NARROW 32
+
 /* The setup's own state: the kernel. */
 typedef struct cp_dw_setup {
   const cp_dw_ukernel *uk;
@@ -261,22 +264,27 @@ static void cp_dw_compute_block(const cp_run *r, const cp_item *it, const float 
   const cp_dw_plan *dp = CP_ALGO_STATE(const cp_dw_plan, pl->state);
   const cp_dw_ukernel *uk = cp_dw_setup_of(pl->setup)->uk;
   const size_t taps = (size_t)(pl->k * pl->k);
-  const size_t len = (size_t)(it->ny - 1) * dp->ld + (size_t)it->nx;
   float *stage = buf + dp->stage;
   size_t co0, channels;
   cp_block_channels(pl, cb, &co0, &channels);
   if (cb == it->cb0) /* the item's padding; buf is kept between its blocks */
     memset(stage, 0, cp_dw_stage_floats(dp, it) * sizeof(float));
   cp_dw_stage(r, it, cp_block_group(pl, cb), stage);
-  for (size_t m = 0; m < channels; m++)
-    uk->fn(stage, (const ptrdiff_t *)(const void *)panel, taps, r->packed + (co0 + m) * taps, len,
-           buf + m * pl->buf_cols);
-  if (!dp->compact) return;
-  /* row y from y * ld to y * nx, in place */
-  const size_t nx = (size_t)it->nx;
+  /* Flat over the rows (p = y * ld + x, the positions between rows
+     discarded); compact rows row by row when they are narrow (a vector or
+     two: the flat sweep's vectors would span rows), else moved together
+     after the flat sweep. */
+  const ptrdiff_t *off = (const ptrdiff_t *)(const void *)panel;
+  const size_t nx = (size_t)it->nx, ny = (size_t)it->ny;
   for (size_t m = 0; m < channels; m++) {
+    const float *w = r->packed + (co0 + m) * taps;
     float *out = buf + m * pl->buf_cols;
-    uk->rows(out + dp->ld, dp->ld, out + nx, nx, (size_t)it->ny - 1, nx);
+    if (dp->compact && nx <= CP_DW_NARROW) {
+      uk->fn(stage, off, taps, w, ny, nx, dp->ld, out, nx);
+      continue;
+    }
+    uk->fn(stage, off, taps, w, 1, (ny - 1) * dp->ld + nx, 0, out, 0);
+    if (dp->compact) uk->rows(out + dp->ld, dp->ld, out + nx, nx, ny - 1, nx);
   }
 }
 

@@ -1,13 +1,16 @@
 /*
- * Template of the vector depthwise microkernels (see dw-ukernel.h). A tile
- * is CP_NRV vectors of consecutive positions: for each tap, one broadcast
- * weight and CP_NRV shifted loads and multiply-adds into independent
- * accumulators, which leave the registers once. The positions past the last
- * whole tile run as tiles of 4, 2 and 1 vectors, with the same order of sums.
+ * Template of the vector depthwise microkernels (see dw-ukernel.h). The
+ * vectors of the call (each row's positions in vectors of CP_LANES, the
+ * last one of a row partial) are taken CP_NRV at a time, row after row: for
+ * each tap, one broadcast weight and CP_NRV shifted loads and multiply-adds
+ * into independent accumulators, which leave the registers once (a partial
+ * vector through a masked store). The vectors past the last whole tile run
+ * as one tile of fewer, with the same order of sums.
  *
  * Define before including:
- *   CP_FN, CP_NRV (a power of two), CP_LANES, CP_VEC, CP_ZERO(), CP_LOAD(p),
- *   CP_STORE(p, v), CP_BCAST(x), CP_MAC(acc, b, x) (acc + b * x)
+ *   CP_FN, CP_NRV (4 or 8), CP_LANES, CP_VEC, CP_ZERO(), CP_LOAD(p),
+ *   CP_STORE(p, v), CP_STORE_N(p, v, n) (the first n < CP_LANES lanes),
+ *   CP_BCAST(x), CP_MAC(acc, b, x) (acc + b * x)
  *   CP_ROWS_FN (the row copy), and CP_MASK_TAIL(from, to, n) for a last
  *   partial vector (n < CP_LANES elements), or none for element copies;
  *   CP_ROWS2_FN (every other element), and CP_EVEN(from, n) (a vector of
@@ -19,34 +22,71 @@
 
 #include "dw-ukernel.h"
 
+/* nv vectors: vector v reads x + in[v] + off[t], writes cnt[v] lanes at
+   out + at[v]. */
 static inline __attribute__((always_inline)) void cp_dw_tile(const float *x, const ptrdiff_t *off,
                                                              size_t taps, const float *w,
-                                                             float *out, const int nv) {
+                                                             float *out, const size_t *in,
+                                                             const size_t *at, const size_t *cnt,
+                                                             const int nv) {
   CP_VEC acc[CP_NRV];
+  const float *xv[CP_NRV];
 #pragma GCC unroll 16
-  for (int v = 0; v < nv; v++) acc[v] = CP_ZERO();
+  for (int v = 0; v < nv; v++) acc[v] = CP_ZERO(), xv[v] = x + in[v];
   for (size_t t = 0; t < taps; t++) {
-    const float *xt = x + off[t];
+    const ptrdiff_t o = off[t];
     const CP_VEC b = CP_BCAST(w[t]);
 #pragma GCC unroll 16
-    for (int v = 0; v < nv; v++) acc[v] = CP_MAC(acc[v], b, CP_LOAD(xt + CP_LANES * v));
+    for (int v = 0; v < nv; v++) acc[v] = CP_MAC(acc[v], b, CP_LOAD(xv[v] + o));
   }
 #pragma GCC unroll 16
-  for (int v = 0; v < nv; v++) CP_STORE(out + CP_LANES * v, acc[v]);
+  for (int v = 0; v < nv; v++) {
+    if (cnt[v] == CP_LANES)
+      CP_STORE(out + at[v], acc[v]);
+    else
+      CP_STORE_N(out + at[v], acc[v], cnt[v]);
+  }
 }
 
-void CP_FN(const float *x, const ptrdiff_t *off, size_t taps, const float *w, size_t len,
-           float *out) {
-  size_t vectors = (len + CP_LANES - 1) / CP_LANES, p = 0;
-  for (; vectors >= CP_NRV; vectors -= CP_NRV, p += CP_NRV * CP_LANES)
-    cp_dw_tile(x + p, off, taps, w, out + p, CP_NRV);
-#if CP_NRV > 4
-  if (vectors >= 4) cp_dw_tile(x + p, off, taps, w, out + p, 4), vectors -= 4, p += 4 * CP_LANES;
+void CP_FN(const float *x, const ptrdiff_t *off, size_t taps, const float *w, size_t rows, size_t n,
+           size_t x_ld, float *out, size_t out_ld) {
+  size_t in[CP_NRV], at[CP_NRV], cnt[CP_NRV];
+  int k = 0;
+  for (size_t y = 0; y < rows; y++)
+    for (size_t c = 0; c < n; c += CP_LANES) {
+      in[k] = y * x_ld + c, at[k] = y * out_ld + c, cnt[k] = n - c < CP_LANES ? n - c : CP_LANES;
+      if (++k == CP_NRV) {
+        cp_dw_tile(x, off, taps, w, out, in, at, cnt, CP_NRV);
+        k = 0;
+      }
+    }
+  switch (k) { /* the rest as one tile: one chain of taps, k accumulators */
+#if CP_NRV > 7
+    case 7:
+      cp_dw_tile(x, off, taps, w, out, in, at, cnt, 7);
+      break;
+    case 6:
+      cp_dw_tile(x, off, taps, w, out, in, at, cnt, 6);
+      break;
+    case 5:
+      cp_dw_tile(x, off, taps, w, out, in, at, cnt, 5);
+      break;
+    case 4:
+      cp_dw_tile(x, off, taps, w, out, in, at, cnt, 4);
+      break;
 #endif
-#if CP_NRV > 2
-  if (vectors >= 2) cp_dw_tile(x + p, off, taps, w, out + p, 2), vectors -= 2, p += 2 * CP_LANES;
-#endif
-  if (vectors >= 1) cp_dw_tile(x + p, off, taps, w, out + p, 1);
+    case 3:
+      cp_dw_tile(x, off, taps, w, out, in, at, cnt, 3);
+      break;
+    case 2:
+      cp_dw_tile(x, off, taps, w, out, in, at, cnt, 2);
+      break;
+    case 1:
+      cp_dw_tile(x, off, taps, w, out, in, at, cnt, 1);
+      break;
+    default:
+      break;
+  }
 }
 
 void CP_ROWS_FN(const float *from, size_t from_ld, float *to, size_t to_ld, size_t rows, size_t n) {

@@ -2,17 +2,17 @@
  * Depthwise microkernels: one input channel's plane, one output channel,
  * conv positions in the vector lanes. One fixed signature for every ISA.
  *
- * A call computes the flat positions [0, round_up(len, LANES)) of one
- * output channel:
+ * A call computes `rows` rows of n positions of one output channel:
  *
- *   out[p] = sum_{t < taps} w[t] * x[off[t] + p]
+ *   out[y * out_ld + c] = sum_{t < taps} w[t] * x[off[t] + y * x_ld + c]
  *
- * with the sum taken in exactly that t order from zero, in fp32 (one FMA per
- * term where the ISA has one; the portable kernel multiplies, then adds). x
- * is a staging area of one input channel (src/algo/depthwise.c lays it out
- * so that tap t of every position is the shifted load at off[t]); the
- * caller makes sure every x[off[t] + p] read lies inside it, and discards
- * the positions it does not need.
+ * for y < rows, c < n, with the sum taken in exactly that t order from
+ * zero, in fp32 (one FMA per term where the ISA has one; the portable
+ * kernel multiplies, then adds), and writes nothing else. x is a staging
+ * area of one input channel (src/algo/depthwise.c lays it out so that tap t
+ * of every position is the shifted load at off[t]); a row's last vector
+ * reads whole vectors, so the caller makes sure that x[off[t] + y * x_ld +
+ * c] lies inside the staging for every c < n rounded up to 16.
  */
 #ifndef CONVPOOL_DW_UKERNEL_H
 #define CONVPOOL_DW_UKERNEL_H
@@ -22,7 +22,7 @@
 #include "../internal.h"
 
 typedef void (*cp_dw_ukernel_fn)(const float *x, const ptrdiff_t *off, size_t taps, const float *w,
-                                 size_t len, float *out);
+                                 size_t rows, size_t n, size_t x_ld, float *out, size_t out_ld);
 
 /*
  * The row copy of the same ISA: rows [0, rows) of n floats, from rows
@@ -53,7 +53,7 @@ typedef struct cp_dw_ukernel {
 /* Declarations of every kernel in dw-ukernels.inc. */
 #define CP_DW_UKERNEL(nr, lanes, isa, ISA)                                                      \
   void cp_f32_dw_ukernel_##nr##__##isa(const float *, const ptrdiff_t *, size_t, const float *, \
-                                       size_t, float *);                                        \
+                                       size_t, size_t, size_t, float *, size_t);                \
   void cp_f32_dw_rows__##isa(const float *, size_t, float *, size_t, size_t, size_t);           \
   void cp_f32_dw_rows2__##isa(const float *, size_t, float *, size_t, size_t, size_t);
 #include "dw-ukernels.inc"

@@ -9,6 +9,7 @@
 #define CP_ZERO() _mm512_setzero_ps()
 #define CP_LOAD(p) _mm512_loadu_ps(p)
 #define CP_STORE(p, v) _mm512_storeu_ps(p, v)
+#define CP_STORE_N(p, v, n) _mm512_mask_storeu_ps(p, (__mmask16)((1u << (n)) - 1u), v)
 #define CP_BCAST(x) _mm512_set1_ps(x)
 #define CP_MAC(acc, b, x) _mm512_fmadd_ps(b, x, acc)
 #define CP_ROWS_FN cp_f32_dw_rows__avx512f

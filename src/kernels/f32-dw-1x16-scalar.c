@@ -6,22 +6,26 @@
 #include "dw-ukernel.h"
 
 void cp_f32_dw_ukernel_16__scalar(const float *x, const ptrdiff_t *off, size_t taps, const float *w,
-                                  size_t len, float *out) {
+                                  size_t rows, size_t n, size_t x_ld, float *out, size_t out_ld) {
   enum { NR = 16 };
-  size_t p = 0;
-  for (; p + NR <= len; p += NR) {
-    float acc[NR];
-    for (int n = 0; n < NR; n++) acc[n] = 0.0f;
-    for (size_t t = 0; t < taps; t++) {
-      const float *xt = x + off[t] + p, b = w[t];
-      for (int n = 0; n < NR; n++) acc[n] += b * xt[n];
+  for (size_t y = 0; y < rows; y++) {
+    const float *xr = x + y * x_ld;
+    float *o = out + y * out_ld;
+    size_t p = 0;
+    for (; p + NR <= n; p += NR) {
+      float acc[NR];
+      for (int c = 0; c < NR; c++) acc[c] = 0.0f;
+      for (size_t t = 0; t < taps; t++) {
+        const float *xt = xr + off[t] + p, b = w[t];
+        for (int c = 0; c < NR; c++) acc[c] += b * xt[c];
+      }
+      for (int c = 0; c < NR; c++) o[p + c] = acc[c];
     }
-    for (int n = 0; n < NR; n++) out[p + n] = acc[n];
-  }
-  for (; p < len; p++) {
-    float acc = 0.0f;
-    for (size_t t = 0; t < taps; t++) acc += w[t] * x[off[t] + p];
-    out[p] = acc;
+    for (; p < n; p++) {
+      float acc = 0.0f;
+      for (size_t t = 0; t < taps; t++) acc += w[t] * xr[off[t] + p];
+      o[p] = acc;
+    }
   }
 }
 

@@ -6,6 +6,12 @@
 #define CP_ZERO() _mm256_setzero_ps()
 #define CP_LOAD(p) _mm256_loadu_ps(p)
 #define CP_STORE(p, v) _mm256_storeu_ps(p, v)
+/* lanes [0, n) through a mask of -1s and 0s */
+#define CP_STORE_N(p, v, n)                                                                       \
+  _mm256_maskstore_ps(                                                                            \
+      p,                                                                                          \
+      _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)), \
+      v)
 #define CP_BCAST(x) _mm256_set1_ps(x)
 #define CP_MAC(acc, b, x) _mm256_fmadd_ps(b, x, acc)
 #define CP_ROWS_FN cp_f32_dw_rows__avx2
