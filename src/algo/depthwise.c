@@ -58,6 +58,14 @@ typedef struct cp_dw_plan {
 } cp_dw_plan;
 CP_ALGO_STATE_FITS(cp_dw_plan);
 
+/* What an item stages of a phase plane, the same for each of its channels:
+   `rows` rows of n elements from the channel's image (element `from`, rows
+   `from_ld` apart, elements `step` apart) to the staging (float `to`, rows
+   ld apart). */
+typedef struct cp_dw_copy {
+  size_t from, from_ld, step, to, rows, n;
+} cp_dw_copy;
+
 static const cp_dw_setup *cp_dw_setup_of(const cp_algo_setup *setup) {
   return CP_ALGO_STATE(const cp_dw_setup, setup->state);
 }
@@ -142,7 +150,11 @@ static int cp_dw_geometry(cp_plan *pl) {
       !cp_mul(np * np, dp->plane, &n) || !cp_add(n, dp->stage, &n) ||
       !cp_mul(n, sizeof(float), &pl->buf_bytes))
     return 0;
-  return cp_mul((size_t)k * (size_t)k, sizeof(ptrdiff_t), &pl->panel_bytes);
+  /* the panel: the taps' offsets, then a copy per phase plane */
+  if (!cp_mul((size_t)k * (size_t)k, sizeof(ptrdiff_t), &pl->panel_bytes) ||
+      !cp_add(pl->panel_bytes, (np * np + 1) * sizeof(cp_dw_copy), &pl->panel_bytes))
+    return 0;
+  return 1;
 }
 
 /* The tile buffer (outputs and staging) within the tile-buffer budget; the
@@ -172,9 +184,9 @@ static int cp_dw_worth_splitting_to(const cp_plan *pl) {
   return pl->batch * pl->row_groups * pl->col_blocks * pl->co_blocks < target;
 }
 
-/* The panel: the offset of each tap (i, j) in the staging (see above). */
+/* The panel: the offset of each tap (i, j) in the staging (see above), then
+   the number of copies of the item's staging and the copies. */
 static const float *cp_dw_pack_item(const cp_run *r, cp_item *it, float *panel) {
-  (void)it;
   const cp_plan *pl = r->pl;
   const cp_dw_plan *dp = CP_ALGO_STATE(const cp_dw_plan, pl->state);
   const int64_t k = pl->k, s = pl->conv_stride, d = pl->dilation, np = dp->phases;
@@ -183,6 +195,33 @@ static const float *cp_dw_pack_item(const cp_run *r, cp_item *it, float *panel) 
     for (int64_t j = 0; j < k; j++)
       off[i * k + j] = (ptrdiff_t)((size_t)((i % np) * np + j % np) * dp->plane +
                                    (size_t)(i * d / s) * dp->ld + (size_t)(j * d / s));
+  /* the copies of the planes' input: plane (a, b) row y, column x is input
+     row ya + y * s, column xb + x * s; the rows and columns outside the
+     input are the padding (zeros), the rest is copied */
+  cp_dw_copy *copy = (cp_dw_copy *)(void *)(off + k * k), *first = copy + 1;
+  const int64_t height = pl->height, width = pl->width, ld = (int64_t)dp->ld;
+  const int64_t rows = it->ny + dp->halo;
+  const int64_t iy0 = it->y0 * s - pl->pad[CP_TOP], ix0 = it->x0 * s - pl->pad[CP_LEFT];
+  size_t count = 0;
+  for (int64_t a = 0; a < np; a++) {
+    const int64_t ya = iy0 + a * d % s;
+    const int64_t y_lo = ya >= 0 ? 0 : (-ya + s - 1) / s;
+    int64_t y_hi = ya >= height ? 0 : (height - ya + s - 1) / s;
+    if (y_hi > rows) y_hi = rows;
+    for (int64_t b = 0; b < np; b++) {
+      const int64_t xb = ix0 + b * d % s;
+      const int64_t lo = xb >= 0 ? 0 : (-xb + s - 1) / s;
+      int64_t hi = xb >= width ? 0 : (width - xb + s - 1) / s;
+      if (hi > ld) hi = ld;
+      if (y_lo >= y_hi || lo >= hi) continue;
+      cp_dw_copy *c = &first[count++];
+      c->from = (size_t)(ya + y_lo * s) * (size_t)width + (size_t)(xb + lo * s);
+      c->from_ld = (size_t)(width * s), c->step = (size_t)s;
+      c->to = (size_t)(a * np + b) * dp->plane + (size_t)(y_lo * ld + lo);
+      c->rows = (size_t)(y_hi - y_lo), c->n = (size_t)(hi - lo);
+    }
+  }
+  copy->n = count;
   return panel;
 }
 
@@ -218,43 +257,28 @@ static size_t cp_dw_stage_floats(const cp_dw_plan *dp, const cp_item *it) {
   return (planes - 1) * dp->plane + (size_t)(it->ny + dp->halo) * dp->ld + CP_DW_MAX_LANES;
 }
 
-/* The staging of input channel c for an item: the input it reads in every
-   phase plane (see above). The conv padding and the slack are zeros that
-   the first block of the item wrote, the same for every channel. */
-static void cp_dw_stage(const cp_run *r, const cp_item *it, int64_t c, float *stage) {
+/* The staging of input channel c for an item: the panel's copies. The conv
+   padding and the slack are zeros that the first block of the item wrote,
+   the same for every channel. */
+static void cp_dw_stage(const cp_run *r, const cp_item *it, const float *panel, int64_t c,
+                        float *stage) {
   const cp_plan *pl = r->pl;
   const cp_dw_plan *dp = CP_ALGO_STATE(const cp_dw_plan, pl->state);
-  const int64_t s = pl->conv_stride, d = pl->dilation, np = dp->phases;
-  const int64_t height = pl->height, width = pl->width;
-  const size_t ld = dp->ld, rows = (size_t)(it->ny + dp->halo);
-  const unsigned char *image = r->src + ((size_t)it->b * (size_t)pl->c_in + (size_t)c) *
-                                            (size_t)height * (size_t)width * pl->elem_size;
-  const int64_t iy0 = it->y0 * s - pl->pad[CP_TOP], ix0 = it->x0 * s - pl->pad[CP_LEFT];
   const cp_dw_ukernel *uk = cp_dw_setup_of(pl->setup)->uk;
-  for (int64_t a = 0; a < np; a++) {
-    const int64_t ya = iy0 + a * d % s; /* input row of plane row 0 */
-    /* plane rows [y_lo, y_hi) read the input; the others are padding */
-    int64_t y_lo = ya >= 0 ? 0 : (-ya + s - 1) / s;
-    int64_t y_hi = ya >= height ? 0 : (height - ya + s - 1) / s;
-    if (y_hi > (int64_t)rows) y_hi = (int64_t)rows;
-    for (int64_t b = 0; b < np; b++) {
-      float *to = stage + (size_t)(a * np + b) * dp->plane;
-      const int64_t xb = ix0 + b * d % s; /* input column of plane column 0 */
-      int64_t lo = xb >= 0 ? 0 : (-xb + s - 1) / s;
-      int64_t hi = xb >= width ? 0 : (width - xb + s - 1) / s;
-      if (hi > (int64_t)ld) hi = (int64_t)ld;
-      if (s <= 2 && pl->dtype == CONVPOOL_FLOAT32 && lo < hi && y_lo < y_hi) {
-        const float *x = (const float *)(const void *)image;
-        (s == 1 ? uk->rows : uk->rows2)(
-            x + (size_t)(ya + y_lo * s) * (size_t)width + (size_t)(xb + lo * s),
-            (size_t)(width * s), to + (size_t)y_lo * ld + (size_t)lo, ld, (size_t)(y_hi - y_lo),
-            (size_t)(hi - lo));
-        continue;
-      }
-      for (int64_t y = y_lo; y < y_hi && lo < hi; y++)
-        cp_dw_gather(r, image, (size_t)(ya + y * s) * (size_t)width + (size_t)(xb + lo * s),
-                     (size_t)s, (size_t)(hi - lo), to + (size_t)y * ld + (size_t)lo);
+  const size_t plane = (size_t)pl->height * (size_t)pl->width, ld = dp->ld;
+  const unsigned char *image =
+      r->src + ((size_t)it->b * (size_t)pl->c_in + (size_t)c) * plane * pl->elem_size;
+  const cp_dw_copy *copy =
+      (const cp_dw_copy *)(const void *)((const ptrdiff_t *)(const void *)panel + pl->k * pl->k);
+  const size_t count = copy->n;
+  for (const cp_dw_copy *e = copy + 1; e < copy + 1 + count; e++) {
+    if (e->step <= 2 && pl->dtype == CONVPOOL_FLOAT32) {
+      (e->step == 1 ? uk->rows : uk->rows2)((const float *)(const void *)image + e->from,
+                                            e->from_ld, stage + e->to, ld, e->rows, e->n);
+      continue;
     }
+    for (size_t y = 0; y < e->rows; y++)
+      cp_dw_gather(r, image, e->from + y * e->from_ld, e->step, e->n, stage + e->to + y * ld);
   }
 }
 
@@ -269,7 +293,7 @@ static void cp_dw_compute_block(const cp_run *r, const cp_item *it, const float 
   cp_block_channels(pl, cb, &co0, &channels);
   if (cb == it->cb0) /* the item's padding; buf is kept between its blocks */
     memset(stage, 0, cp_dw_stage_floats(dp, it) * sizeof(float));
-  cp_dw_stage(r, it, cp_block_group(pl, cb), stage);
+  cp_dw_stage(r, it, panel, cp_block_group(pl, cb), stage);
   /* Flat over the rows (p = y * ld + x, the positions between rows
      discarded); compact rows row by row when they are narrow (a vector or
      two: the flat sweep's vectors would span rows), else moved together

@@ -62,10 +62,11 @@ static int check_kernel(const cp_dw_ukernel *u, tu_rng *rng) {
     }
     const int same = memcmp(&want, &out[i], sizeof want) == 0 || (isnan(want) && isnan(out[i]));
     if (!same) {
-      printf("%s: taps %zu rows %zu n %zu x_ld %zu out_ld %zu: element %zu (row %zu, col %zu, "
-             "%s) is %.9g, want %.9g\n",
-             u->name, taps, call_rows, n, x_ld, out_ld, i, y, c, inside ? "inside" : "outside",
-             (double)out[i], (double)want);
+      printf(
+          "%s: taps %zu rows %zu n %zu x_ld %zu out_ld %zu: element %zu (row %zu, col %zu, "
+          "%s) is %.9g, want %.9g\n",
+          u->name, taps, call_rows, n, x_ld, out_ld, i, y, c, inside ? "inside" : "outside",
+          (double)out[i], (double)want);
       ok = 0;
     }
   }
@@ -85,8 +86,8 @@ static int check_rows(const cp_dw_ukernel *u, tu_rng *rng) {
     (every_other ? u->rows2 : u->rows)(from, from_ld, to, to_ld, rows, n);
     for (size_t i = 0; ok && i < to_n; i++) {
       const size_t y = i / to_ld, c = i % to_ld;
-      const float want = y < rows && c < n ? (float)(y * from_ld + (every_other ? 2 * c : c))
-                                           : SENTINEL;
+      const float want =
+          y < rows && c < n ? (float)(y * from_ld + (every_other ? 2 * c : c)) : SENTINEL;
       if (to[i] != want) {
         printf("%s: rows%s %zu x %zu: element %zu is %g, want %g\n", u->name,
                every_other ? "2" : "", rows, n, i, (double)to[i], (double)want);
