@@ -38,7 +38,8 @@
 /* The most output channels (of one input channel) per channel block. */
 #define CP_DW_MAX_BLOCK 8
 
-/* Compact rows of up to this many conv columns are swept row by row. */
+/* Compact rows of up to this many conv columns are swept flat, each vector's
+   lanes packed row by row on the store (the kernels' compact sweep). */
 #define CP_DW_NARROW 32
 
 /* The setup's own state: the kernel. */
@@ -295,16 +296,15 @@ static void cp_dw_compute_block(const cp_run *r, const cp_item *it, const float 
     memset(stage, 0, cp_dw_stage_floats(dp, it) * sizeof(float));
   cp_dw_stage(r, it, panel, cp_block_group(pl, cb), stage);
   /* Flat over the rows (p = y * ld + x, the positions between rows
-     discarded); compact rows row by row when they are narrow (a vector or
-     two: the flat sweep's vectors would span rows), else moved together
-     after the flat sweep. */
+     discarded). Compact rows: narrow ones packed by the kernel's stores
+     (its vectors span rows), wide ones moved together after the sweep. */
   const ptrdiff_t *off = (const ptrdiff_t *)(const void *)panel;
   const size_t nx = (size_t)it->nx, ny = (size_t)it->ny;
   for (size_t m = 0; m < channels; m++) {
     const float *w = r->packed + (co0 + m) * taps;
     float *out = buf + m * pl->buf_cols;
     if (dp->compact && nx <= CP_DW_NARROW) {
-      uk->fn(stage, off, taps, w, ny, nx, dp->ld, out, nx);
+      uk->compact(stage, off, taps, w, (ny - 1) * dp->ld + nx, dp->ld, nx, out);
       continue;
     }
     uk->fn(stage, off, taps, w, 1, (ny - 1) * dp->ld + nx, 0, out, 0);

@@ -89,6 +89,48 @@ void CP_FN(const float *x, const ptrdiff_t *off, size_t taps, const float *w, si
   }
 }
 
+/* The lanes of vector v (flat positions q, q + 1, ...) that are positions
+   c < nx of their row (rows ld > nx apart), and below len, packed into out
+   at their compact place. */
+static inline void cp_dw_store_compact(float *out, CP_VEC v, size_t q, size_t len, size_t ld,
+                                       size_t nx) {
+  const size_t lanes = len - q < CP_LANES ? len - q : CP_LANES, c = q % ld;
+  unsigned mask = 0;
+  for (size_t l = 0, cc = c; l < lanes;) {
+    if (cc < nx) {
+      const size_t run = nx - cc < lanes - l ? nx - cc : lanes - l;
+      mask |= ((1u << run) - 1u) << l;
+      l += run, cc += run;
+    } else {
+      l += ld - cc, cc = 0;
+    }
+  }
+  CP_COMPRESS_STORE(out + q / ld * nx + (c < nx ? c : nx), v, mask);
+}
+
+void CP_COMPACT_FN(const float *x, const ptrdiff_t *off, size_t taps, const float *w, size_t len,
+                   size_t ld, size_t nx, float *out) {
+  const size_t vectors = (len + CP_LANES - 1) / CP_LANES;
+  for (size_t v0 = 0; v0 < vectors; v0 += CP_NRV) {
+    const size_t nv = vectors - v0 < CP_NRV ? vectors - v0 : CP_NRV;
+    const float *xp = x + v0 * CP_LANES;
+    CP_VEC acc[CP_NRV];
+#pragma GCC unroll 16
+    for (int v = 0; v < CP_NRV; v++) acc[v] = CP_ZERO();
+    for (size_t t = 0; t < taps; t++) {
+      const float *xt = xp + off[t];
+      const CP_VEC b = CP_BCAST(w[t]);
+#pragma GCC unroll 16
+      for (int v = 0; v < CP_NRV; v++)
+        if ((size_t)v < nv) acc[v] = CP_MAC(acc[v], b, CP_LOAD(xt + CP_LANES * v));
+    }
+#pragma GCC unroll 16
+    for (int v = 0; v < CP_NRV; v++)
+      if ((size_t)v < nv)
+        cp_dw_store_compact(out, acc[v], (v0 + (size_t)v) * CP_LANES, len, ld, nx);
+  }
+}
+
 void CP_ROWS_FN(const float *from, size_t from_ld, float *to, size_t to_ld, size_t rows, size_t n) {
   for (size_t y = 0; y < rows; y++, from += from_ld, to += to_ld) {
     size_t x = 0;

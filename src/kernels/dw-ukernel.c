@@ -3,14 +3,14 @@
 
 static const cp_dw_ukernel cp_dw_ukernels[] = {
 #define CP_DW_UKERNEL(nr, lanes, isa, ISA) \
-  {                                        \
-      "f32-dw-1x" #nr "-" #isa,            \
-      ISA,                                 \
-      lanes,                               \
-      nr,                                  \
-      cp_f32_dw_ukernel_##nr##__##isa,     \
-      cp_f32_dw_rows__##isa,               \
-      cp_f32_dw_rows2__##isa},
+  {"f32-dw-1x" #nr "-" #isa,               \
+   ISA,                                    \
+   lanes,                                  \
+   nr,                                     \
+   cp_f32_dw_ukernel_##nr##__##isa,        \
+   cp_f32_dw_compact__##isa,               \
+   cp_f32_dw_rows__##isa,                  \
+   cp_f32_dw_rows2__##isa},
 #include "dw-ukernels.inc"
 #undef CP_DW_UKERNEL
 };

@@ -37,12 +37,23 @@ typedef void (*cp_dw_rows_fn)(const float *from, size_t from_ld, float *to, size
    two column phases of a stride-2 window); never in place. */
 typedef cp_dw_rows_fn cp_dw_rows2_fn;
 
+/*
+ * The flat sweep into compact rows, for narrow rows: the positions p < len
+ * of one output channel, p = y * ld + c, each computed as above (x_ld = 0)
+ * and stored to out[y * nx + c] when c < nx (the positions between rows are
+ * computed and dropped, nothing else is written): a vector spans rows, and
+ * its lanes of each row are packed together on the store.
+ */
+typedef void (*cp_dw_compact_fn)(const float *x, const ptrdiff_t *off, size_t taps, const float *w,
+                                 size_t len, size_t ld, size_t nx, float *out);
+
 typedef struct cp_dw_ukernel {
   const char *name;
   cp_isa isa;
   int lanes; /* positions per vector: out is written in whole vectors */
   int nr;    /* positions of the main register tile */
   cp_dw_ukernel_fn fn;
+  cp_dw_compact_fn compact;
   cp_dw_rows_fn rows;
   cp_dw_rows2_fn rows2;
 } cp_dw_ukernel;
@@ -51,10 +62,12 @@ typedef struct cp_dw_ukernel {
 #define CP_DW_MAX_LANES 16
 
 /* Declarations of every kernel in dw-ukernels.inc. */
-#define CP_DW_UKERNEL(nr, lanes, isa, ISA)                                                      \
-  void cp_f32_dw_ukernel_##nr##__##isa(const float *, const ptrdiff_t *, size_t, const float *, \
-                                       size_t, size_t, size_t, float *, size_t);                \
-  void cp_f32_dw_rows__##isa(const float *, size_t, float *, size_t, size_t, size_t);           \
+#define CP_DW_UKERNEL(nr, lanes, isa, ISA)                                                       \
+  void cp_f32_dw_ukernel_##nr##__##isa(const float *, const ptrdiff_t *, size_t, const float *,  \
+                                       size_t, size_t, size_t, float *, size_t);                 \
+  void cp_f32_dw_compact__##isa(const float *, const ptrdiff_t *, size_t, const float *, size_t, \
+                                size_t, size_t, float *);                                        \
+  void cp_f32_dw_rows__##isa(const float *, size_t, float *, size_t, size_t, size_t);            \
   void cp_f32_dw_rows2__##isa(const float *, size_t, float *, size_t, size_t, size_t);
 #include "dw-ukernels.inc"
 #undef CP_DW_UKERNEL

@@ -12,6 +12,10 @@
 #define CP_STORE_N(p, v, n) _mm512_mask_storeu_ps(p, (__mmask16)((1u << (n)) - 1u), v)
 #define CP_BCAST(x) _mm512_set1_ps(x)
 #define CP_MAC(acc, b, x) _mm512_fmadd_ps(b, x, acc)
+#define CP_COMPACT_FN cp_f32_dw_compact__avx512f
+#define CP_COMPRESS_STORE(p, v, mask)                                          \
+  _mm512_mask_storeu_ps(p, (__mmask16)((1u << __builtin_popcount(mask)) - 1u), \
+                        _mm512_maskz_compress_ps((__mmask16)(mask), v))
 #define CP_ROWS_FN cp_f32_dw_rows__avx512f
 #define CP_MASK_TAIL(from, to, n)                                       \
   do {                                                                  \

@@ -40,3 +40,13 @@ void cp_f32_dw_rows2__scalar(const float *from, size_t from_ld, float *to, size_
   for (size_t y = 0; y < rows; y++, from += from_ld, to += to_ld)
     for (size_t x = 0; x < n; x++) to[x] = from[2 * x];
 }
+
+void cp_f32_dw_compact__scalar(const float *x, const ptrdiff_t *off, size_t taps, const float *w,
+                               size_t len, size_t ld, size_t nx, float *out) {
+  for (size_t p = 0; p < len; p++) {
+    if (p % ld >= nx) continue;
+    float acc = 0.0f;
+    for (size_t t = 0; t < taps; t++) acc += w[t] * x[off[t] + p];
+    out[p / ld * nx + p % ld] = acc;
+  }
+}

@@ -14,6 +14,15 @@
       v)
 #define CP_BCAST(x) _mm256_set1_ps(x)
 #define CP_MAC(acc, b, x) _mm256_fmadd_ps(b, x, acc)
+#define CP_COMPACT_FN cp_f32_dw_compact__avx2
+#define CP_COMPRESS_STORE(p, v, mask)            \
+  do {                                           \
+    float lane_[8];                              \
+    _mm256_storeu_ps(lane_, v);                  \
+    float *to_ = (p);                            \
+    for (int l_ = 0; l_ < 8; l_++)               \
+      if ((mask) >> l_ & 1u) *to_++ = lane_[l_]; \
+  } while (0)
 #define CP_ROWS_FN cp_f32_dw_rows__avx2
 #define CP_ROWS2_FN cp_f32_dw_rows2__avx2
 #include "dw-template.h"

@@ -7,7 +7,8 @@
  * random taps and offsets, 1..40 rows of 1..70 positions, flat calls
  * (x_ld = 0) and compact rows: bit for bit (the model sums the taps in the
  * kernel's order, with fmaf for the FMA kernels and a product then a sum
- * for the portable one), and nothing written outside the rows. Then its row
+ * for the portable one), and nothing written outside the rows; its flat
+ * sweep into compact rows the same way. Then its row
  * copies (rows and rows2), in place too for rows. NaN and Inf among the
  * inputs propagate as in the model.
  */
@@ -67,6 +68,45 @@ static int check_kernel(const cp_dw_ukernel *u, tu_rng *rng) {
           "%s) is %.9g, want %.9g\n",
           u->name, taps, call_rows, n, x_ld, out_ld, i, y, c, inside ? "inside" : "outside",
           (double)out[i], (double)want);
+      ok = 0;
+    }
+  }
+  free(x), free(w), free(out);
+  return ok;
+}
+
+/* The flat sweep into compact rows against the same model. */
+static int check_compact(const cp_dw_ukernel *u, tu_rng *rng) {
+  const int fused = u->isa != CP_ISA_SCALAR;
+  const size_t taps = 1 + tu_next(rng) % 25, rows = 1 + tu_next(rng) % 20;
+  const size_t nx = 1 + tu_next(rng) % 40, ld = nx + tu_next(rng) % 7;
+  const size_t len = (rows - 1) * ld + nx;
+  ptrdiff_t off[25];
+  size_t max_off = 0;
+  for (size_t t = 0; t < taps; t++) {
+    off[t] = (ptrdiff_t)(tu_next(rng) % 200);
+    if ((size_t)off[t] > max_off) max_off = (size_t)off[t];
+  }
+  const size_t x_n = max_off + (len + 15) / 16 * 16, out_n = rows * nx + 64;
+  float *x = malloc(x_n * sizeof(float)), *w = malloc(taps * sizeof(float));
+  float *out = malloc(out_n * sizeof(float));
+  for (size_t i = 0; i < x_n; i++) x[i] = 2.0f * tu_uniform(rng) - 1.0f;
+  for (size_t t = 0; t < taps; t++) w[t] = 2.0f * tu_uniform(rng) - 1.0f;
+  for (size_t i = 0; i < out_n; i++) out[i] = SENTINEL;
+  u->compact(x, off, taps, w, len, ld, nx, out);
+  int ok = 1;
+  for (size_t i = 0; ok && i < out_n; i++) {
+    float want = SENTINEL;
+    if (i < rows * nx) {
+      const size_t p = i / nx * ld + i % nx;
+      want = 0.0f;
+      for (size_t t = 0; t < taps; t++)
+        want =
+            fused ? fmaf(w[t], x[(size_t)off[t] + p], want) : want + w[t] * x[(size_t)off[t] + p];
+    }
+    if (memcmp(&want, &out[i], sizeof want) != 0) {
+      printf("%s: compact taps %zu rows %zu nx %zu ld %zu: element %zu is %.9g, want %.9g\n",
+             u->name, taps, rows, nx, ld, i, (double)out[i], (double)want);
       ok = 0;
     }
   }
@@ -137,6 +177,7 @@ int main(int argc, char **argv) {
   tu_rng rng = {2026};
   int failures = 0, cases = 0;
   for (int i = 0; i < 3000 && failures < 8; i++, cases++) failures += !check_kernel(u, &rng);
+  for (int i = 0; i < 1000 && failures < 8; i++, cases++) failures += !check_compact(u, &rng);
   for (int i = 0; i < 500 && failures < 8; i++, cases++) failures += !check_rows(u, &rng);
   printf("%s: %d cases, %d failed\n", u->name, cases, failures);
   return failures ? 1 : 0;
