@@ -62,9 +62,11 @@ CP_ALGO_STATE_FITS(cp_dw_plan);
 /* What an item stages of a phase plane, the same for each of its channels:
    `rows` rows of n elements from the channel's image (element `from`, rows
    `from_ld` apart, elements `step` apart) to the staging (float `to`, rows
-   ld apart). */
+   ld apart). A stride-2 pair (`to2` not 0): the two column phases of the
+   same input rows in one pass, the even elements from `from` to `to` (n of
+   them), the odd ones to `to2` (n2). */
 typedef struct cp_dw_copy {
-  size_t from, from_ld, step, to, rows, n;
+  size_t from, from_ld, step, to, rows, n, to2, n2;
 } cp_dw_copy;
 
 static const cp_dw_setup *cp_dw_setup_of(const cp_algo_setup *setup) {
@@ -219,7 +221,20 @@ static const float *cp_dw_pack_item(const cp_run *r, cp_item *it, float *panel) 
       c->from = (size_t)(ya + y_lo * s) * (size_t)width + (size_t)(xb + lo * s);
       c->from_ld = (size_t)(width * s), c->step = (size_t)s;
       c->to = (size_t)(a * np + b) * dp->plane + (size_t)(y_lo * ld + lo);
-      c->rows = (size_t)(y_hi - y_lo), c->n = (size_t)(hi - lo);
+      c->rows = (size_t)(y_hi - y_lo), c->n = (size_t)(hi - lo), c->to2 = 0, c->n2 = 0;
+      /* stride 2, both column phases of these rows (their first input
+         columns are 0 and 1, or ix0 and ix0 + 1): one pass */
+      if (s == 2 && np == 2 && b == 1 && count >= 2 && first[count - 2].rows == c->rows &&
+          first[count - 2].from / (size_t)width == c->from / (size_t)width &&
+          first[count - 2].to / dp->plane == (size_t)(a * np)) {
+        cp_dw_copy *e = &first[count - 2], pair = *c;
+        const int even_first = e->from < c->from; /* plane (a, 0) holds the even columns */
+        pair.from = even_first ? e->from : c->from;
+        pair.to = even_first ? e->to : c->to, pair.n = even_first ? e->n : c->n;
+        pair.to2 = even_first ? c->to : e->to, pair.n2 = even_first ? c->n : e->n;
+        *e = pair;
+        count--;
+      }
     }
   }
   copy->n = count;
@@ -273,6 +288,18 @@ static void cp_dw_stage(const cp_run *r, const cp_item *it, const float *panel, 
       (const cp_dw_copy *)(const void *)((const ptrdiff_t *)(const void *)panel + pl->k * pl->k);
   const size_t count = copy->n;
   for (const cp_dw_copy *e = copy + 1; e < copy + 1 + count; e++) {
+    if (e->to2 != 0) { /* a stride-2 pair */
+      if (pl->dtype == CONVPOOL_FLOAT32) {
+        uk->split2((const float *)(const void *)image + e->from, e->from_ld, stage + e->to,
+                   stage + e->to2, ld, e->rows, e->n, e->n2);
+        continue;
+      }
+      for (size_t y = 0; y < e->rows; y++) {
+        cp_dw_gather(r, image, e->from + y * e->from_ld, 2, e->n, stage + e->to + y * ld);
+        cp_dw_gather(r, image, e->from + 1 + y * e->from_ld, 2, e->n2, stage + e->to2 + y * ld);
+      }
+      continue;
+    }
     if (e->step <= 2 && pl->dtype == CONVPOOL_FLOAT32) {
       (e->step == 1 ? uk->rows : uk->rows2)((const float *)(const void *)image + e->from,
                                             e->from_ld, stage + e->to, ld, e->rows, e->n);

@@ -155,3 +155,19 @@ void CP_ROWS2_FN(const float *from, size_t from_ld, float *to, size_t to_ld, siz
 #endif
   }
 }
+
+void CP_SPLIT2_FN(const float *from, size_t from_ld, float *even, float *odd, size_t to_ld,
+                  size_t rows, size_t n_even, size_t n_odd) {
+  for (size_t y = 0; y < rows; y++, from += from_ld, even += to_ld, odd += to_ld) {
+#ifdef CP_SPLIT
+    for (size_t x = 0; x < n_even; x += CP_LANES) {
+      const size_t ne = n_even - x < CP_LANES ? n_even - x : CP_LANES;
+      const size_t no = n_odd > x ? (n_odd - x < CP_LANES ? n_odd - x : CP_LANES) : 0;
+      CP_SPLIT(from + 2 * x, ne + no, even + x, ne, odd + x, no);
+    }
+#else
+    for (size_t x = 0; x < n_even; x++) even[x] = from[2 * x];
+    for (size_t x = 0; x < n_odd; x++) odd[x] = from[2 * x + 1];
+#endif
+  }
+}

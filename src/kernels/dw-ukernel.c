@@ -10,7 +10,8 @@ static const cp_dw_ukernel cp_dw_ukernels[] = {
    cp_f32_dw_ukernel_##nr##__##isa,        \
    cp_f32_dw_compact__##isa,               \
    cp_f32_dw_rows__##isa,                  \
-   cp_f32_dw_rows2__##isa},
+   cp_f32_dw_rows2__##isa,                 \
+   cp_f32_dw_split2__##isa},
 #include "dw-ukernels.inc"
 #undef CP_DW_UKERNEL
 };

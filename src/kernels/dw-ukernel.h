@@ -47,6 +47,12 @@ typedef cp_dw_rows_fn cp_dw_rows2_fn;
 typedef void (*cp_dw_compact_fn)(const float *x, const ptrdiff_t *off, size_t taps, const float *w,
                                  size_t len, size_t ld, size_t nx, float *out);
 
+/* Both column phases of stride-2 rows in one pass: even[x] = from[2 * x]
+   for x < n_even and odd[x] = from[2 * x + 1] for x < n_odd, in each row
+   (n_odd <= n_even <= n_odd + 1: from[0 .. n_even + n_odd) is read). */
+typedef void (*cp_dw_split2_fn)(const float *from, size_t from_ld, float *even, float *odd,
+                                size_t to_ld, size_t rows, size_t n_even, size_t n_odd);
+
 typedef struct cp_dw_ukernel {
   const char *name;
   cp_isa isa;
@@ -56,6 +62,7 @@ typedef struct cp_dw_ukernel {
   cp_dw_compact_fn compact;
   cp_dw_rows_fn rows;
   cp_dw_rows2_fn rows2;
+  cp_dw_split2_fn split2;
 } cp_dw_ukernel;
 
 /* The widest vector of any kernel: buffers rounded to it suit every kernel. */
@@ -68,7 +75,9 @@ typedef struct cp_dw_ukernel {
   void cp_f32_dw_compact__##isa(const float *, const ptrdiff_t *, size_t, const float *, size_t, \
                                 size_t, size_t, float *);                                        \
   void cp_f32_dw_rows__##isa(const float *, size_t, float *, size_t, size_t, size_t);            \
-  void cp_f32_dw_rows2__##isa(const float *, size_t, float *, size_t, size_t, size_t);
+  void cp_f32_dw_rows2__##isa(const float *, size_t, float *, size_t, size_t, size_t);           \
+  void cp_f32_dw_split2__##isa(const float *, size_t, float *, float *, size_t, size_t, size_t,  \
+                               size_t);
 #include "dw-ukernels.inc"
 #undef CP_DW_UKERNEL
 

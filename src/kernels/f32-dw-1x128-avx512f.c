@@ -35,5 +35,24 @@ static inline __m512 cp_dw_even(const float *from, size_t n) {
                                 _mm512_maskz_loadu_ps(hi, from + 16));
 }
 #define CP_EVEN(from, n) cp_dw_even(from, n)
+/* m elements from `from` split: the even ones to even[0 .. ne), the odd ones
+   to odd[0 .. no) (m = ne + no <= 32) */
+static inline void cp_dw_split(const float *from, size_t m, float *even, size_t ne, float *odd,
+                               size_t no) {
+  const __mmask16 lo = m >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << m) - 1u);
+  const __mmask16 hi = m >= 32  ? (__mmask16)0xffff
+                       : m > 16 ? (__mmask16)((1u << (m - 16)) - 1u)
+                                : 0;
+  const __m512 a = _mm512_maskz_loadu_ps(lo, from), b = _mm512_maskz_loadu_ps(hi, from + 16);
+  const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  _mm512_mask_storeu_ps(even, ne >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << ne) - 1u),
+                        _mm512_permutex2var_ps(a, ie, b));
+  if (no > 0)
+    _mm512_mask_storeu_ps(odd, no >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << no) - 1u),
+                          _mm512_permutex2var_ps(a, io, b));
+}
+#define CP_SPLIT(from, m, even, ne, odd, no) cp_dw_split(from, m, even, ne, odd, no)
+#define CP_SPLIT2_FN cp_f32_dw_split2__avx512f
 #define CP_MASK_STORE(to, n, v) _mm512_mask_storeu_ps(to, (__mmask16)((1u << (n)) - 1u), v)
 #include "dw-template.h"

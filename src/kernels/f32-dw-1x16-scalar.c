@@ -50,3 +50,11 @@ void cp_f32_dw_compact__scalar(const float *x, const ptrdiff_t *off, size_t taps
     out[p / ld * nx + p % ld] = acc;
   }
 }
+
+void cp_f32_dw_split2__scalar(const float *from, size_t from_ld, float *even, float *odd,
+                              size_t to_ld, size_t rows, size_t n_even, size_t n_odd) {
+  for (size_t y = 0; y < rows; y++, from += from_ld, even += to_ld, odd += to_ld) {
+    for (size_t x = 0; x < n_even; x++) even[x] = from[2 * x];
+    for (size_t x = 0; x < n_odd; x++) odd[x] = from[2 * x + 1];
+  }
+}

@@ -23,6 +23,7 @@
     for (int l_ = 0; l_ < 8; l_++)               \
       if ((mask) >> l_ & 1u) *to_++ = lane_[l_]; \
   } while (0)
+#define CP_SPLIT2_FN cp_f32_dw_split2__avx2
 #define CP_ROWS_FN cp_f32_dw_rows__avx2
 #define CP_ROWS2_FN cp_f32_dw_rows2__avx2
 #include "dw-template.h"

@@ -9,7 +9,7 @@
  * kernel's order, with fmaf for the FMA kernels and a product then a sum
  * for the portable one), and nothing written outside the rows; its flat
  * sweep into compact rows the same way. Then its row
- * copies (rows and rows2), in place too for rows. NaN and Inf among the
+ * copies (rows, rows2 and split2), in place too for rows. NaN and Inf among the
  * inputs propagate as in the model.
  */
 #include <math.h>
@@ -135,6 +135,23 @@ static int check_rows(const cp_dw_ukernel *u, tu_rng *rng) {
       }
     }
   }
+  /* both column phases in one pass: n_even = n_odd or n_odd + 1 */
+  const size_t n_even = n, n_odd = n - (tu_next(rng) % 2 == 0 && n > 1 ? 1 : 0) - (n == 1);
+  float *odd = malloc(to_n * sizeof(float));
+  for (size_t i = 0; i < from_n; i++) from[i] = (float)i;
+  for (size_t i = 0; i < to_n; i++) to[i] = SENTINEL, odd[i] = SENTINEL;
+  u->split2(from, from_ld, to, odd, to_ld, rows, n_even, n_odd);
+  for (size_t i = 0; ok && i < to_n; i++) {
+    const size_t y = i / to_ld, c = i % to_ld;
+    const float want_e = y < rows && c < n_even ? (float)(y * from_ld + 2 * c) : SENTINEL;
+    const float want_o = y < rows && c < n_odd ? (float)(y * from_ld + 2 * c + 1) : SENTINEL;
+    if (to[i] != want_e || odd[i] != want_o) {
+      printf("%s: split2 %zu x %zu/%zu: element %zu is %g/%g, want %g/%g\n", u->name, rows, n_even,
+             n_odd, i, (double)to[i], (double)odd[i], (double)want_e, (double)want_o);
+      ok = 0;
+    }
+  }
+  free(odd);
   /* in place: rows n + gap apart moved together (the compact rows) */
   const size_t gap = tu_next(rng) % 5, ld = n + gap, in_n = rows * ld;
   float *buf = malloc(in_n * sizeof(float));
