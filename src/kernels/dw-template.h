@@ -108,26 +108,56 @@ static inline void cp_dw_store_compact(float *out, CP_VEC v, size_t q, size_t le
   CP_COMPRESS_STORE(out + q / ld * nx + (c < nx ? c : nx), v, mask);
 }
 
+/* nv consecutive vectors from flat position q0, stored compact. */
+static inline __attribute__((always_inline)) void cp_dw_compact_tile(
+    const float *x, const ptrdiff_t *off, size_t taps, const float *w, size_t q0, size_t len,
+    size_t ld, size_t nx, float *out, const int nv) {
+  const float *xp = x + q0;
+  CP_VEC acc[CP_NRV];
+#pragma GCC unroll 16
+  for (int v = 0; v < nv; v++) acc[v] = CP_ZERO();
+  for (size_t t = 0; t < taps; t++) {
+    const float *xt = xp + off[t];
+    const CP_VEC b = CP_BCAST(w[t]);
+#pragma GCC unroll 16
+    for (int v = 0; v < nv; v++) acc[v] = CP_MAC(acc[v], b, CP_LOAD(xt + CP_LANES * v));
+  }
+#pragma GCC unroll 16
+  for (int v = 0; v < nv; v++)
+    cp_dw_store_compact(out, acc[v], q0 + (size_t)v * CP_LANES, len, ld, nx);
+}
+
 void CP_COMPACT_FN(const float *x, const ptrdiff_t *off, size_t taps, const float *w, size_t len,
                    size_t ld, size_t nx, float *out) {
-  const size_t vectors = (len + CP_LANES - 1) / CP_LANES;
-  for (size_t v0 = 0; v0 < vectors; v0 += CP_NRV) {
-    const size_t nv = vectors - v0 < CP_NRV ? vectors - v0 : CP_NRV;
-    const float *xp = x + v0 * CP_LANES;
-    CP_VEC acc[CP_NRV];
-#pragma GCC unroll 16
-    for (int v = 0; v < CP_NRV; v++) acc[v] = CP_ZERO();
-    for (size_t t = 0; t < taps; t++) {
-      const float *xt = xp + off[t];
-      const CP_VEC b = CP_BCAST(w[t]);
-#pragma GCC unroll 16
-      for (int v = 0; v < CP_NRV; v++)
-        if ((size_t)v < nv) acc[v] = CP_MAC(acc[v], b, CP_LOAD(xt + CP_LANES * v));
-    }
-#pragma GCC unroll 16
-    for (int v = 0; v < CP_NRV; v++)
-      if ((size_t)v < nv)
-        cp_dw_store_compact(out, acc[v], (v0 + (size_t)v) * CP_LANES, len, ld, nx);
+  size_t vectors = (len + CP_LANES - 1) / CP_LANES, q = 0;
+  for (; vectors >= CP_NRV; vectors -= CP_NRV, q += CP_NRV * CP_LANES)
+    cp_dw_compact_tile(x, off, taps, w, q, len, ld, nx, out, CP_NRV);
+  switch (vectors) { /* the rest as one tile */
+#if CP_NRV > 7
+    case 7:
+      cp_dw_compact_tile(x, off, taps, w, q, len, ld, nx, out, 7);
+      break;
+    case 6:
+      cp_dw_compact_tile(x, off, taps, w, q, len, ld, nx, out, 6);
+      break;
+    case 5:
+      cp_dw_compact_tile(x, off, taps, w, q, len, ld, nx, out, 5);
+      break;
+    case 4:
+      cp_dw_compact_tile(x, off, taps, w, q, len, ld, nx, out, 4);
+      break;
+#endif
+    case 3:
+      cp_dw_compact_tile(x, off, taps, w, q, len, ld, nx, out, 3);
+      break;
+    case 2:
+      cp_dw_compact_tile(x, off, taps, w, q, len, ld, nx, out, 2);
+      break;
+    case 1:
+      cp_dw_compact_tile(x, off, taps, w, q, len, ld, nx, out, 1);
+      break;
+    default:
+      break;
   }
 }
 
