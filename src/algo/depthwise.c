@@ -9,7 +9,8 @@
  * channel. compute_block stages that input channel's window of the item
  * (zeros where the conv padding is, widened to fp32) in the tile buffer
  * past the block's outputs, so the staging, the kernel and the epilogue of
- * a block share the L1 cache; pack_item only lays out the taps.
+ * a block share the L1 cache; pack_item only lays out the taps and what the
+ * item copies of each phase plane (the same for every channel).
  *
  * Stride and dilation are the staging's address arithmetic: the window is
  * split into phase planes, plane (a, b) holding the input rows P[a] + s*y
@@ -20,7 +21,8 @@
  * stride-2 window is deinterleaved once by the staging instead of gathered
  * by every tap. Planes have rows of ld = conv columns + halo elements; the
  * kernel sweeps the item flat, position p = y * ld + x, so narrow rows
- * (7x7, 14x14) fill the vectors too, and the tile buffer's rows are ld apart.
+ * (7x7, 14x14) fill the vectors too, and the tile buffer's rows are ld apart
+ * (or compact, for pool 1: see cp_dw_geometry).
  *
  * Every output sums its layer's own K x K taps, padding zeros included (0 *
  * inf is NaN, as torch), in the same order whatever the item: results do
@@ -55,7 +57,7 @@ typedef struct cp_dw_plan {
   size_t ld;      /* floats between a plane's rows (and the tile buffer's) */
   size_t plane;   /* floats between planes */
   size_t stage;   /* floats of the tile buffer before the staging area */
-  int compact;    /* rows moved together after the sweep (buf_row_ld = conv columns) */
+  int compact;    /* the tile buffer's rows compact (buf_row_ld = conv columns) */
 } cp_dw_plan;
 CP_ALGO_STATE_FITS(cp_dw_plan);
 
@@ -140,12 +142,13 @@ static int cp_dw_geometry(cp_plan *pl) {
       !cp_add(len, cw + line, &len))
     return 0;
   /* the flat sweep's last vector reads up to CP_DW_MAX_LANES - 1 past the
-     plane's rows, and writes whole vectors (len rounded up) */
+     plane's rows */
   dp->ld = ld;
   dp->plane = cp_round_up(plane - line, line);
   /* Pool 1 of stride 1 over whole rows: the driver pools a channel's rows in
      one call when they lie compact, which saves a call per row (half the
-     time of a 7x7 channel); moving the rows together costs less. */
+     time of a 7x7 channel); packing the rows on the kernel's stores, or
+     moving them together after the sweep, costs less. */
   dp->compact = pl->pool == 1 && pl->stride == 1 && !pl->has_residual && pl->col_block >= pl->pw;
   pl->buf_row_ld = dp->compact ? cw : ld;
   pl->buf_cols = cp_round_up(len - line, line);
@@ -161,7 +164,7 @@ static int cp_dw_geometry(cp_plan *pl) {
 }
 
 /* The tile buffer (outputs and staging) within the tile-buffer budget; the
-   panel is the taps' offsets only. */
+   panel is small (the taps' offsets and the plane copies). */
 static int cp_dw_fits(const cp_plan *pl) {
   return pl->buf_bytes <= pl->buf_budget;
 }
