@@ -14,8 +14,8 @@
 namespace bench {
 
 // Our algorithms by their --algos names (the CLI's --impl names): sr, im2col,
-// auto, and winograd once convpool.h declares CONVPOOL_ALGO_WINOGRAD. One
-// table in ours.cpp maps the names to convpool_algo values.
+// winograd, depthwise and auto, as the library names them
+// (convpool_algo_from_name).
 const char *algo_name(convpool_algo a);
 // False for an unknown name or one this convpool does not have.
 bool parse_algo(const std::string &name, convpool_algo *out);

@@ -105,11 +105,15 @@ typedef enum convpool_algo {
                                        splits the input into phases (space to depth); declines
                                        dilation above 1 */
   CONVPOOL_ALGO_IM2COL = 2,       /**< per-item im2col strips and a GEMM; every layer */
-  CONVPOOL_ALGO_WINOGRAD = 3      /**< Winograd F(4x4,3x3): k = 3, stride, dilation and groups 1
+  CONVPOOL_ALGO_WINOGRAD = 3,     /**< Winograd F(4x4,3x3): k = 3, stride, dilation and groups 1
                                        only; fp32 transforms and sums; tiles whose input range
                                        (and channel blocks whose weights) it cannot compute
                                        within the contract's bound go to the direct path
                                        (README, "Winograd") */
+  CONVPOOL_ALGO_DEPTHWISE = 4     /**< depthwise layers only (groups = c_in, any channel
+                                       multiplier): one channel's plane per vector sweep, conv
+                                       positions in the lanes, stride and dilation as phase
+                                       planes of the staged input */
 } convpool_algo;
 
 /**

@@ -158,8 +158,10 @@ class Case:
     def declined_for(self):
         """The value the case's algorithm must decline, naming it, or None: Winograd
         computes k = 3 with conv stride, dilation and groups 1; shift-reduce declines
-        dilation."""
+        dilation; depthwise computes groups = c_in only."""
         dilation = self.dilation if self.k > 1 else 1
+        if self.impl == "depthwise" and self.groups != self.c_in:
+            return f"groups = {self.groups}, C_in = {self.c_in}"
         if self.impl == "winograd":
             for value, name in ((self.k, "k"), (self.stride, "stride"), (dilation, "dilation"),
                                 (self.groups, "groups")):
@@ -275,6 +277,13 @@ def layer_cases(dtype):
         layer("depthwise stride 2", 1, 24, 24, 17, 16, 3, groups=24, stride=2, padding=1,
               activation="relu6"),
         layer("depthwise x2, residual", 2, 8, 16, 12, 12, 3, groups=8, padding=1, residual=True),
+        layer("depthwise 5x5 dilation 2, odd width", 2, 17, 17, 19, 23, 5, 2, groups=17,
+              dilation=2, padding=(4, 3, 2, 5), activation="relu"),
+        layer("depthwise x2, stride 3, pool 3/2", 1, 5, 10, 25, 31, 3, 3, groups=5, stride=3,
+              padding=(1, 0, 2, 1), pool_stride=2, ceil_mode=True),
+        layer("depthwise NaN/Inf, stride 2, residual", 2, 16, 16, 15, 15, 3, data="nonfinite",
+              groups=16, stride=2, padding=1, activation="relu6", residual=True),
+        layer("depthwise 7x7, 1 channel", 3, 1, 1, 30, 29, 7, 2, groups=1, padding=3),
         layer("NaN/Inf, stride 2, residual", 2, 16, 16, 12, 12, 3, 2, data="nonfinite",
               stride=2, padding=1, activation="relu", residual=True),
     ]

@@ -96,10 +96,17 @@ static convpool_algo g_algo = CONVPOOL_ALGO_AUTO;
 
 /* What the algorithm under test must decline, and the value its message
    must name (into want): Winograd computes k = 3 with stride, dilation and
-   groups 1; shift-reduce declines dilation (k > 1); im2col computes every
-   layer. 0 when it computes the layer. */
+   groups 1; shift-reduce declines dilation (k > 1); depthwise computes
+   groups = c_in only; im2col computes every layer. 0 when it computes the
+   layer. */
 static int must_decline(const convpool_layer *l, char *want, size_t capacity) {
   const long long dilation = l->k == 1 ? 1 : (long long)l->dilation;
+  if (g_algo == CONVPOOL_ALGO_DEPTHWISE) {
+    if (l->groups == l->c_in) return 0;
+    snprintf(want, capacity, "groups = %lld, C_in = %lld", (long long)l->groups,
+             (long long)l->c_in);
+    return 1;
+  }
   if (g_algo == CONVPOOL_ALGO_WINOGRAD) {
     if (l->k != 3)
       snprintf(want, capacity, "k = %lld", (long long)l->k);
@@ -145,10 +152,10 @@ static int check_decline(const convpool_layer *l) {
   return -1;
 }
 
-/* check_decline() for the plain layer of filter k. */
-static int declined_k(int64_t k) {
+/* check_decline() for the plain layer of c_in -> c_out channels, filter k. */
+static int declined_dense(int64_t c_out, int64_t c_in, int64_t k) {
   convpool_layer l;
-  convpool_layer_init(&l, CONVPOOL_FLOAT32, 1, 1, k, 1);
+  convpool_layer_init(&l, CONVPOOL_FLOAT32, c_out, c_in, k, 1);
   return check_decline(&l);
 }
 
@@ -176,7 +183,7 @@ static void describe(const layer_case *c, char *s, size_t n) {
 
 /* Compare against the reference; returns 1 if every element is acceptable. */
 static int check_case(const layer_case *c, uint64_t seed, int threads) {
-  const int declined = declined_k(c->k);
+  const int declined = declined_dense(c->c_out, c->c_in, c->k);
   if (declined) return declined > 0;
   tensors t;
   make_tensors(c, seed, &t);
@@ -207,7 +214,7 @@ static int check_case(const layer_case *c, uint64_t seed, int threads) {
 
 /* Same bytes for every thread count and for a repeated run. */
 static int check_determinism(const layer_case *c, uint64_t seed) {
-  const int declined = declined_k(c->k);
+  const int declined = declined_dense(c->c_out, c->c_in, c->k);
   if (declined) return declined > 0;
   tensors t;
   make_tensors(c, seed, &t);
@@ -232,6 +239,8 @@ static int check_determinism(const layer_case *c, uint64_t seed) {
 /* NaN anywhere in a window gives NaN; Inf propagates; as torch. */
 static int check_nonfinite(convpool_dtype dtype) {
   layer_case c = {dtype, 2, 3, 5, 11, 13, 3, 2, 1, 1};
+  const int declined = declined_dense(c.c_out, c.c_in, c.k);
+  if (declined) return declined > 0;
   tensors t;
   make_tensors(&c, 99, &t);
   size_t es = convpool_dtype_size(dtype);
@@ -567,9 +576,118 @@ static int check_conv_grid(int *cases) {
   return failures;
 }
 
+/* Depthwise layers (groups = c_in) over K 1..7, conv stride 1..4, dilation
+   1..3, channel multiplier 1, 2, 3 and 9 (more than one channel block of an
+   input channel), asymmetric conv padding, odd widths, channel counts that
+   are not multiples of 16, batch 1..3, pools that do not divide the conv
+   output, a residual, NaN and Inf in the input and the residual, each
+   activation and dtype; then MobileNetV2's 3x3 layers at small sizes. */
+static int check_depthwise_grid(int *cases) {
+  int failures = 0, ran = 0;
+  tu_rng pick = {4711};
+  const convpool_dtype dtypes[] = {CONVPOOL_FLOAT32, CONVPOOL_FLOAT16, CONVPOOL_BFLOAT16};
+  const int64_t chans[] = {1, 5, 16, 17, 24, 33}, multipliers[] = {1, 2, 1, 2, 3, 9};
+  const float specials[3] = {NAN, INFINITY, -INFINITY};
+  for (int n = 0; n < 180; n++) {
+    const int64_t k = 1 + n % 7, stride = 1 + n / 7 % 4;
+    const int64_t dilation = 1 + (int64_t)(tu_next(&pick) % 3);
+    const int64_t c_in = chans[tu_next(&pick) % 6];
+    const int64_t c_out = c_in * multipliers[tu_next(&pick) % 6];
+    const int64_t pool = 1 + (int64_t)(tu_next(&pick) % 3);
+    convpool_layer l;
+    convpool_layer_init(&l, dtypes[n % 3], c_out, c_in, k, pool);
+    l.stride = stride, l.dilation = dilation, l.groups = c_in, l.has_residual = n % 3 == 1;
+    const int64_t extent = dilation * (k - 1) + 1;
+    for (int side = 0; side < 4; side++)
+      l.padding[side] = (int64_t)(tu_next(&pick) % (uint64_t)(extent / 2 + 2));
+    l.activation = (convpool_activation)(n / 3 % 3);
+    if (l.activation == CONVPOOL_ACTIVATION_CLAMP) l.clamp_min = 0.0f, l.clamp_max = 6.0f;
+    l.pool_stride = (int64_t)(tu_next(&pick) % (uint64_t)(pool + 1));
+    for (int side = 0; side < 4; side++)
+      l.pool_padding[side] = (int64_t)(tu_next(&pick) % (uint64_t)(pool / 2 + 1));
+    l.ceil_mode = (int)(tu_next(&pick) % 2);
+    const int64_t h = extent + (int64_t)(tu_next(&pick) % 30) - l.padding[0] - l.padding[2];
+    const int64_t w = extent + (int64_t)(tu_next(&pick) % 70) - l.padding[1] - l.padding[3];
+    int64_t ph, pw;
+    if (h < 1 || w < 1) continue;
+    cp_reference_shape(&l, h, w, &ph, &pw);
+    if (ph < 1 || pw < 1) continue;
+    (*cases)++, ran++;
+    const int64_t batch = n % 4 == 3 ? 3 : 1 + n % 2;
+    if (!check_layer_values(&l, batch, h, w, n % 5 != 0, 900 + (uint64_t)n, NULL,
+                            n % 5 == 0 ? specials : NULL))
+      failures++;
+  }
+  if (ran < 150) {
+    printf("depthwise grid: only %d layers ran\n", ran);
+    failures++;
+  }
+  /* MobileNetV2: 3x3 pad 1, ReLU6, stride 1 and 2, with and without a
+     residual; odd sizes. */
+  const int64_t mb[][5] = {{32, 1, 56, 57, 0},  {96, 2, 56, 55, 0}, {144, 1, 28, 28, 1},
+                           {144, 2, 29, 28, 0}, {40, 1, 7, 7, 1},   {24, 2, 15, 14, 0}};
+  for (size_t i = 0; i < sizeof mb / sizeof mb[0]; i++) {
+    for (int dt = 0; dt < 3; dt++) {
+      convpool_layer l;
+      convpool_layer_init(&l, dtypes[dt], mb[i][0], mb[i][0], 3, 1);
+      l.stride = mb[i][1], l.groups = mb[i][0], l.has_residual = (int)mb[i][4];
+      for (int side = 0; side < 4; side++) l.padding[side] = 1;
+      l.activation = CONVPOOL_ACTIVATION_CLAMP, l.clamp_min = 0.0f, l.clamp_max = 6.0f;
+      (*cases)++;
+      if (!check_layer(&l, 1 + dt % 2, mb[i][2], mb[i][3], 1, 980 + i, NULL)) failures++;
+    }
+  }
+  return failures;
+}
+
+/* A depthwise layer's bytes are the same for every thread count and item
+   split (rows per item), NaN and Inf in the input included. */
+static int check_depthwise_splits(void) {
+  convpool_layer l;
+  convpool_layer_init(&l, CONVPOOL_FLOAT32, 34, 17, 3, 2);
+  l.groups = 17, l.stride = 2, l.dilation = 2, l.pool_stride = 1, l.has_residual = 1;
+  l.padding[0] = 2, l.padding[1] = 1, l.padding[2] = 0, l.padding[3] = 3;
+  const int declined = check_decline(&l);
+  if (declined) return declined > 0;
+  const int64_t batch = 2, h = 61, w = 45;
+  int64_t ph, pw, oh, ow;
+  cp_reference_shape(&l, h, w, &ph, &pw);
+  cp_reference_conv_shape(&l, h, w, &oh, &ow);
+  layer_case c = {l.dtype, batch, l.c_in, l.c_out, h, w, l.k, l.pool, 1, 1};
+  tensors t;
+  make_group_tensors(&c, l.groups, 77, &t);
+  const float specials[3] = {NAN, INFINITY, -INFINITY};
+  for (size_t i = 11; i < t.x_n; i += 997) tu_set(l.dtype, t.x, i, specials[i % 3]);
+  const size_t y_n = (size_t)(batch * l.c_out * ph * pw), r_n = (size_t)(batch * l.c_out * oh * ow);
+  float *residual = tu_xmalloc(r_n * sizeof(float));
+  fill_tensor(residual, r_n, l.dtype, 78, 1);
+  float *first = tu_xmalloc(y_n * sizeof(float)), *y = tu_xmalloc(y_n * sizeof(float));
+  const int threads[] = {1, 2, 3, 8, 2, 3, 1};
+  const int64_t rows[] = {0, 0, 0, 0, 1, 2, 5};
+  int ok = 1;
+  for (int i = 0; ok && i < 7; i++) {
+    convpool_options o;
+    convpool_options_init(&o);
+    o.threads = threads[i], o.rows_per_item = rows[i], o.algo = g_algo;
+    memset(y, 0xa5, y_n * sizeof(float));
+    ok =
+        convpool_layer_run_residual(&l, t.x, batch, h, w, t.w, t.bias, residual, i == 0 ? first : y,
+                                    y_n * sizeof(float), &o) == CONVPOOL_SUCCESS;
+    if (!ok) printf("depthwise splits: %s\n", convpool_last_error());
+    if (ok && i > 0 && memcmp(first, y, y_n * sizeof(float)) != 0) {
+      printf("depthwise splits: threads=%d rows_per_item=%lld differs\n", threads[i],
+             (long long)rows[i]);
+      ok = 0;
+    }
+  }
+  free(first), free(y), free(residual);
+  free_tensors(&t);
+  return ok;
+}
+
 /* x = [[-inf, 1], [1, 1]], w = 1, bias = +inf, pool 2: torch gives NaN. */
 static int check_infinite_bias(void) {
-  const int declined = declined_k(1);
+  const int declined = declined_dense(1, 1, 1);
   if (declined) return declined > 0;
   const float x[4] = {-INFINITY, 1, 1, 1}, w[1] = {1}, b[1] = {INFINITY};
   float y[1] = {0};
@@ -648,7 +766,7 @@ static float normal_value(tu_rng *rng) {
  */
 static int check_data_case(const char *what, int64_t c_in, int64_t c_out, int64_t h, int64_t w,
                            const float *x, const float *wt) {
-  if (declined_k(3)) return 1;
+  if (declined_dense(c_out, c_in, 3)) return 1;
   convpool_layer l;
   convpool_layer_init(&l, CONVPOOL_FLOAT32, c_out, c_in, 3, 1);
   for (int s = 0; s < 4; s++) l.padding[s] = 1;
@@ -733,7 +851,7 @@ static int check_huge_and_wide_data(int *cases) {
    their sum are subnormal: vdpbf16ps (the avx512bf16 kernel) flushes them
    to 0, every other kernel keeps them (convpool.h, CONVPOOL_BFLOAT16). */
 static int check_bf16_subnormals(void) {
-  const int declined = declined_k(1);
+  const int declined = declined_dense(1, 2, 1);
   if (declined) return declined > 0;
   const uint16_t v = cp_float_to_bf16(1e-20f);
   const uint16_t x[2] = {v, v}, w[2] = {v, v};
@@ -839,6 +957,9 @@ int main(int argc, char **argv) {
   }
   failures += check_layer_grid(&cases);
   failures += check_conv_grid(&cases);
+  failures += check_depthwise_grid(&cases);
+  cases++;
+  if (!check_depthwise_splits()) failures++;
   cases++;
   if (!check_bf16_subnormals()) failures++;
   cases++;

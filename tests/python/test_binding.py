@@ -586,10 +586,12 @@ class TestConvKeywords(unittest.TestCase):
         return (self.signed((batch, c_in, height, width)),
                 self.signed((c_out, c_in // groups, k, k)), self.signed(c_out))
 
-    def declines(self, impl, k, kwargs):
+    def declines(self, impl, k, c_in, kwargs):
         """The value the algorithm must decline, naming it, or None."""
         stride, dilation = kwargs.get("stride", 1), kwargs.get("dilation", 1)
         groups = kwargs.get("groups", 1)
+        if impl == "depthwise" and groups != c_in:
+            return f"groups = {groups}, C_in = {c_in}"
         if k > 1 and dilation > 1 and impl == "sr":
             return f"dilation = {dilation}"
         if impl == "winograd":
@@ -605,7 +607,7 @@ class TestConvKeywords(unittest.TestCase):
 
     def check(self, x, w, b, impl="auto", residual=None, **kwargs):
         """One-shot and Operator against torch, or the algorithm's refusal."""
-        why = self.declines(impl, w.shape[2], kwargs)
+        why = self.declines(impl, w.shape[2], x.shape[1], kwargs)
         if why is not None:
             with self.assertRaises(convpool.UnsupportedError) as ctx:
                 convpool.conv2d_maxpool(x, w, b, impl=impl, residual=residual, **kwargs)
@@ -679,11 +681,14 @@ class TestConvKeywords(unittest.TestCase):
         residual = self.signed((2, 4, 15, 12))
         residual[0, 0, 3, 3], residual[0, 1, 7, 2], residual[1, 2, 0, 0] = np.nan, np.inf, -np.inf
         residual[1, 3, 5, 5], residual[1, 3, 5, 6] = np.inf, -np.inf   # one window: inf - inf
+        wd = self.signed((4, 1, 3, 3))   # the depthwise layer of the same shapes
         for impl in convpool.impls():
+            groups, wi = (4, wd) if impl == "depthwise" else (1, w)
             with self.subTest(impl=impl):
-                got = convpool.conv2d_maxpool(x, w, b, pool=2, activation="relu",
+                got = convpool.conv2d_maxpool(x, wi, b, pool=2, activation="relu", groups=groups,
                                               residual=residual, impl=impl)
-                want = torch_layer(x, w, b, pool=2, activation="relu", residual=residual)
+                want = torch_layer(x, wi, b, pool=2, activation="relu", groups=groups,
+                                   residual=residual)
                 np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
                 np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
                 self.assertTrue(np.isnan(got).any() and np.isinf(got).any())

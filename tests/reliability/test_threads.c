@@ -7,7 +7,8 @@
  *     threads query the same operator (output_shape, plan, describe).
  *  2. One operator per thread (different thread counts and algorithms), all
  *     running at once: every output is byte-identical to the single-threaded
- *     result of its algorithm, which matches the reference.
+ *     result of its algorithm, which matches the reference; the same for a
+ *     depthwise layer on the depthwise algorithm and auto.
  *  3. Concurrent failures on different threads: each thread's
  *     convpool_last_error() names its own offending value.
  *  4. Create/destroy churn and one-shot calls on many threads at once.
@@ -266,6 +267,110 @@ static void test_own_ops(void) {
       THREADS, runs);
 }
 
+/* ---- 2b. depthwise operators per thread ---- */
+
+/* A depthwise layer (multiplier 2, stride 2, pool 2) on THREADS threads at
+   once, each with its own operator of the depthwise algorithm (and auto,
+   which takes it) and 1..3 threads: every output byte-identical to the
+   single-threaded run. */
+typedef struct dw_arg {
+  int threads;
+  convpool_algo algo;
+  const convpool_layer *layer;
+  const void *x, *w, *expected;
+  size_t y_bytes;
+  atomic_int *go;
+  long runs, wrong;
+  char first_wrong[300];
+} dw_arg;
+
+enum { DW_BATCH = 2, DW_H = 29, DW_W = 31 };
+
+static void *dw_runner(void *raw) {
+  dw_arg *a = raw;
+  unsigned char *y = malloc(a->y_bytes);
+  convpool_options o;
+  convpool_options_init(&o);
+  o.threads = a->threads;
+  o.algo = a->algo;
+  convpool_op *op = NULL;
+  convpool_status st = convpool_op_create_layer(a->layer, a->w, NULL, &o, &op);
+  if (st != CONVPOOL_SUCCESS || y == NULL) {
+    snprintf(a->first_wrong, sizeof a->first_wrong, "create: %.200s", convpool_last_error());
+    a->wrong++;
+    free(y);
+    return NULL;
+  }
+  while (!atomic_load(a->go)) sched_yield();
+  for (int r = 0; r < g_rounds; r++) {
+    memset(y, PATTERN, a->y_bytes);
+    st = convpool_op_run(op, a->x, DW_BATCH, DW_H, DW_W, y, a->y_bytes);
+    a->runs++;
+    if (st != CONVPOOL_SUCCESS || memcmp(y, a->expected, a->y_bytes) != 0) {
+      if (a->wrong++ == 0)
+        snprintf(a->first_wrong, sizeof a->first_wrong, "run %d: %s %.200s", r,
+                 convpool_status_string(st), convpool_last_error());
+    }
+  }
+  convpool_op_destroy(op);
+  free(y);
+  return NULL;
+}
+
+static void test_depthwise_ops(void) {
+  convpool_layer l;
+  convpool_layer_init(&l, CONVPOOL_FLOAT32, 48, 24, 3, 2);
+  l.groups = 24, l.stride = 2;
+  for (int s = 0; s < 4; s++) l.padding[s] = 1;
+  const size_t x_n = (size_t)DW_BATCH * 24 * DW_H * DW_W, w_n = 48 * 9;
+  const size_t y_bytes = (size_t)DW_BATCH * 48 * 7 * 8 * sizeof(float); /* conv 15x16, pool 2 */
+  float *x = malloc(x_n * sizeof(float)), *w = malloc(w_n * sizeof(float));
+  void *expected = malloc(y_bytes);
+  if (x == NULL || w == NULL || expected == NULL) {
+    REL_CHECK(0, "depthwise ops: out of memory");
+    free(x), free(w), free(expected);
+    return;
+  }
+  tu_rng rng = {77};
+  rel_fill(x, x_n, CONVPOOL_FLOAT32, &rng, -1.0f, 1.0f);
+  rel_fill(w, w_n, CONVPOOL_FLOAT32, &rng, -1.0f, 1.0f);
+  convpool_options o;
+  convpool_options_init(&o);
+  o.threads = 1;
+  o.algo = CONVPOOL_ALGO_DEPTHWISE;
+  convpool_status st =
+      convpool_layer_run(&l, x, DW_BATCH, DW_H, DW_W, w, NULL, expected, y_bytes, &o);
+  REL_CHECK(st == CONVPOOL_SUCCESS, "depthwise ops: single-threaded run: %s",
+            convpool_last_error());
+  if (st == CONVPOOL_SUCCESS) {
+    pthread_t t[THREADS];
+    dw_arg args[THREADS];
+    atomic_int go;
+    atomic_init(&go, 0);
+    memset(args, 0, sizeof args);
+    for (int i = 0; i < THREADS; i++) {
+      args[i].threads = 1 + i % 3;
+      args[i].algo = i % 2 ? CONVPOOL_ALGO_AUTO : CONVPOOL_ALGO_DEPTHWISE;
+      args[i].layer = &l, args[i].x = x, args[i].w = w, args[i].expected = expected;
+      args[i].y_bytes = y_bytes, args[i].go = &go;
+    }
+    start_all(t, THREADS, dw_runner, args, sizeof args[0]);
+    atomic_store(&go, 1);
+    join_all(t, THREADS);
+    long runs = 0;
+    for (int i = 0; i < THREADS; i++) {
+      REL_CHECK(args[i].wrong == 0, "depthwise op, thread %d (%d threads): %ld wrong, first: %s", i,
+                args[i].threads, args[i].wrong, args[i].first_wrong);
+      runs += args[i].runs;
+    }
+    printf(
+        "depthwise operator per thread, %d threads: %ld runs, all byte-identical to the "
+        "single-threaded result\n",
+        THREADS, runs);
+  }
+  free(x), free(w), free(expected);
+}
+
 /* ---- 3. per-thread error messages ---- */
 
 typedef struct err_arg {
@@ -507,6 +612,7 @@ int main(int argc, char **argv) {
   if (make_shared()) {
     test_shared_op();
     test_own_ops();
+    test_depthwise_ops();
     test_error_messages();
     test_churn();
     test_destroy_race();

@@ -1,0 +1,31 @@
+/* Dispatch table of the depthwise microkernels, built from dw-ukernels.inc. */
+#include "dw-ukernel.h"
+
+static const cp_dw_ukernel cp_dw_ukernels[] = {
+#define CP_DW_UKERNEL(nr, lanes, isa, ISA) \
+  {"f32-dw-1x" #nr "-" #isa,               \
+   ISA,                                    \
+   lanes,                                  \
+   nr,                                     \
+   cp_f32_dw_ukernel_##nr##__##isa,        \
+   cp_f32_dw_compact__##isa,               \
+   cp_f32_dw_rows__##isa,                  \
+   cp_f32_dw_rows2__##isa,                 \
+   cp_f32_dw_split2__##isa},
+#include "dw-ukernels.inc"
+#undef CP_DW_UKERNEL
+};
+
+const cp_dw_ukernel *cp_dw_ukernel_list(size_t *count) {
+  *count = sizeof cp_dw_ukernels / sizeof cp_dw_ukernels[0];
+  return cp_dw_ukernels;
+}
+
+const cp_dw_ukernel *cp_dw_ukernel_select(cp_isa isa) {
+  const cp_dw_ukernel *best = NULL;
+  for (size_t i = 0; i < sizeof cp_dw_ukernels / sizeof cp_dw_ukernels[0]; i++) {
+    const cp_dw_ukernel *u = &cp_dw_ukernels[i];
+    if (u->isa <= isa && (best == NULL || u->isa > best->isa)) best = u;
+  }
+  return best;
+}
