@@ -363,6 +363,28 @@ done <<LIST
 --ceil-mode=1|unknown option '--ceil-mode=1'
 LIST
 
+# ---- auto's measured rules: a 3x3 filter of stride 2 goes to im2col (shift-reduce is passed
+# over, with its reason), the 7x7 stem stays with shift-reduce, and shift-reduce asked for by
+# name still computes the 3x3 one, to the same values as im2col's within fp32 rounding ----
+s2="--in-channels 32 --out-channels 8 --height 15 --width 17 --filter 3 --padding 1 --stride 2 --pool 1 --iters 1 --warmup 0"
+"$cli" $s2 --show-tiling --dump-dir "$tmp/s2a" >"$tmp/s2a.out" || { echo "stride-2 auto failed"; fail=1; }
+grep -q '^algorithm      im2col + GEMM (im2col)' "$tmp/s2a.out" || { echo "auto did not take im2col for 3x3 stride 2"; fail=1; }
+grep -q '^auto           shift-reduce: passed over: im2col is faster: the 3x3 filter split for stride 2 multiplies 16/9 as many taps' "$tmp/s2a.out" ||
+  { echo "--show-tiling lacks why shift-reduce was passed over"; fail=1; }
+"$cli" $s2 --impl sr --show-tiling --dump-dir "$tmp/s2s" >"$tmp/s2s.out" || { echo "stride-2 --impl sr failed"; fail=1; }
+grep -q '^algorithm      shift-reduce (sr)' "$tmp/s2s.out" || { echo "--impl sr was not shift-reduce"; fail=1; }
+if [ -x /usr/bin/python3 ]; then
+  /usr/bin/python3 - "$tmp/s2a/out.bin" "$tmp/s2s/out.bin" <<'PY' || { echo "stride-2 im2col and sr differ"; fail=1; }
+import struct, sys
+a, b = (open(f, "rb").read() for f in sys.argv[1:3])
+x, y = (struct.unpack("<%df" % (len(v) // 4), v) for v in (a, b))
+scale = max(1.0, max(abs(v) for v in x))
+sys.exit(0 if len(x) == len(y) and max(abs(p - q) for p, q in zip(x, y)) <= 1e-5 * scale else 1)
+PY
+fi
+stem="--in-channels 3 --out-channels 8 --height 30 --width 30 --filter 7 --padding 3 --stride 2 --pool 3 --pool-stride 2 --iters 1 --warmup 0"
+"$cli" $stem --show-tiling | grep -q '^algorithm      shift-reduce (sr)' || { echo "auto did not keep the 7x7 stride-2 stem on shift-reduce"; fail=1; }
+
 # ---- CONVPOOL_VERBOSE: the library's lines on stderr, none without it ----
 # One line at create (algorithm, kernel, layer shape, threads), one per run
 # (2 warm-up + 3 timed: shapes, threads, items, time), none on stdout.

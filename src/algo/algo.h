@@ -36,6 +36,13 @@ typedef struct cp_algorithm {
      (written into why[capacity] when it needs formatting). */
   const char *(*declines)(const cp_layer *layer, const cp_cpu *cpu, char *why, size_t capacity);
 
+  /* Optional: NULL if auto may take this algorithm for a layer it computes;
+     otherwise why a later one in the list is faster (a measured rule), one
+     sentence. Auto then goes on down the list, and comes back to this one if
+     no later algorithm takes the layer; an algorithm asked for by name
+     computes the layer anyway. NULL hook: auto always may. */
+  const char *(*auto_skips)(const cp_layer *layer, const cp_cpu *cpu, char *why, size_t capacity);
+
   /* Choose the kernels for the layer on the CPU and size the packed weights:
      the public fields of `setup` and its own state. Fails only with
      CONVPOOL_UNSUPPORTED or on size overflow. */

@@ -51,23 +51,36 @@ convpool_status cp_algorithm_choose(convpool_algo requested, const cp_layer *lay
     *out = a;
     return CONVPOOL_SUCCESS;
   }
+  const cp_algorithm *skipped = NULL; /* the first that auto skipped for a later one */
   for (size_t i = 0; i < sizeof cp_algorithms / sizeof cp_algorithms[0]; i++) {
     const cp_algorithm *a = cp_algorithms[i];
     const char *reason = *out != NULL ? NULL : a->declines(layer, cpu, why, sizeof why);
+    const char *skip = *out != NULL || reason != NULL || a->auto_skips == NULL
+                           ? NULL
+                           : a->auto_skips(layer, cpu, why, sizeof why);
     char line[384];
     if (*out != NULL)
       snprintf(line, sizeof line, "auto           %s: not tried (after %s in the measured order)\n",
                a->name, (*out)->name);
     else if (reason != NULL)
       snprintf(line, sizeof line, "auto           %s: declined: %s\n", a->name, reason);
+    else if (skip != NULL)
+      snprintf(line, sizeof line, "auto           %s: passed over: %s\n", a->name, skip);
     else
       snprintf(line, sizeof line, "auto           %s: chosen (first in the list to accept)\n",
                a->name);
-    if (*out == NULL && reason == NULL) *out = a;
+    if (*out == NULL && reason == NULL && skip != NULL && skipped == NULL) skipped = a;
+    if (*out == NULL && reason == NULL && skip == NULL) *out = a;
     if (declined != NULL && used < capacity) {
       snprintf(declined + used, capacity - used, "%s", line);
       used += strlen(declined + used);
     }
+  }
+  if (*out == NULL && skipped != NULL) { /* no later one takes it after all */
+    *out = skipped;
+    if (declined != NULL && used < capacity)
+      snprintf(declined + used, capacity - used,
+               "auto           %s: chosen (no later algorithm takes the layer)\n", skipped->name);
   }
   if (*out == NULL) return cp_fail(CONVPOOL_UNSUPPORTED, "no algorithm computes this layer");
   return CONVPOOL_SUCCESS;
