@@ -1,10 +1,8 @@
 /* Status strings, the per-thread error message, dtypes and the allocator. */
-#define _DEFAULT_SOURCE /* madvise */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "internal.h"
 
@@ -102,27 +100,12 @@ void convpool_options_init(convpool_options *options) {
 
 /* ---- allocator ---- */
 
-/*
- * Blocks of 2 MiB or more (packed weights, the Winograd transforms' U, large
- * scratch) start on a 2 MiB boundary and are offered to the kernel's
- * transparent huge pages where it takes advice (THP "madvise" mode): the
- * weights streamed by every run then cost one TLB entry per 2 MiB instead
- * of per 4 KiB, and writing them at create faults a page per 2 MiB.
- * Measured: the create of 512 -> 512 3x3 (47 MB packed) spent a third of
- * its time in page faults. The advice is only advice; a kernel without
- * it changes nothing.
- */
-#define CP_HUGE_PAGE ((size_t)2 << 20)
 static void *cp_default_alloc(void *context, size_t size, size_t alignment) {
   (void)context;
   void *p = NULL;
   if (size == 0) size = 1;
-  if (size >= CP_HUGE_PAGE && alignment < CP_HUGE_PAGE) alignment = CP_HUGE_PAGE;
   if (posix_memalign(&p, alignment < sizeof(void *) ? sizeof(void *) : alignment, size) != 0)
     return NULL;
-#ifdef MADV_HUGEPAGE
-  if (size >= CP_HUGE_PAGE) (void)madvise(p, size / CP_HUGE_PAGE * CP_HUGE_PAGE, MADV_HUGEPAGE);
-#endif
   return p;
 }
 
