@@ -19,15 +19,6 @@ static convpool_status cp_check_positive(const char *name, int64_t value) {
   return CONVPOOL_SUCCESS;
 }
 
-static int64_t cp_gcd(int64_t a, int64_t b) {
-  while (b != 0) {
-    const int64_t t = a % b;
-    a = b;
-    b = t;
-  }
-  return a;
-}
-
 /* Pooled outputs per item unit: the fewest whose conv extent advances by a
    multiple of `conv_unit` conv outputs, i.e. lcm(conv_unit, stride) / stride. */
 static int64_t cp_pooled_unit(int64_t conv_unit, int64_t stride) {

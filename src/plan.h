@@ -137,6 +137,16 @@ int64_t cp_pooled_size(int64_t conv, int64_t pool, int64_t stride, int64_t pad_l
 void cp_conv_span(int64_t q, int64_t n, int64_t pool, int64_t stride, int64_t pad, int64_t conv,
                   int64_t *lo, int64_t *count);
 
+/* The greatest common divisor of a and b (b >= 0). */
+static inline int64_t cp_gcd(int64_t a, int64_t b) {
+  while (b != 0) {
+    const int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
 /* The item with index `item` of the plan. */
 cp_item cp_item_of(const cp_plan *pl, int64_t item);
 

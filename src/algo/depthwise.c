@@ -119,19 +119,10 @@ static void cp_dw_item_units(const cp_plan *pl, int64_t *rows, int64_t *cols) {
   *cols = cp_dw_setup_of(pl->setup)->uk->nr;
 }
 
-static int64_t cp_dw_gcd(int64_t a, int64_t b) {
-  while (b != 0) {
-    const int64_t t = a % b;
-    a = b;
-    b = t;
-  }
-  return a;
-}
-
 static int cp_dw_geometry(cp_plan *pl) {
   cp_dw_plan *dp = CP_ALGO_STATE(cp_dw_plan, pl->state);
   const int64_t s = pl->conv_stride, d = pl->dilation, k = pl->k;
-  const int64_t period = s / cp_dw_gcd(s, d); /* (i * d) mod s repeats with this period */
+  const int64_t period = s / cp_gcd(s, d); /* (i * d) mod s repeats with this period */
   dp->phases = k < period ? k : period;
   dp->halo = (pl->extent - 1) / s;
   const size_t cr = (size_t)pl->conv_rows, cw = (size_t)pl->conv_cols, hs = (size_t)dp->halo;
