@@ -40,6 +40,23 @@ static int cp_item_size(cp_plan *pl, int64_t g, int64_t n) {
   return pl->algo->geometry(pl);
 }
 
+/* A later candidate of the item search (fewer columns, fewer rows) replaces
+   the best so far only when its modelled cost is this much lower: the model
+   counts lanes and copies, not the fixed costs of more, shorter sweeps (64 ->
+   64 1x1 at 56x56: 14 x 32 items model 0.03% cheaper than 7 x 56 and run 40%
+   slower). */
+#define CP_PLAN_COST_MARGIN 0.02
+
+double cp_rows_cost(const cp_plan *pl, double (*item_cost)(const cp_plan *pl)) {
+  const double full = item_cost(pl);
+  const int64_t g = pl->group < pl->ph ? pl->group : pl->ph, last_rows = pl->ph % g;
+  if (last_rows == 0) return full;
+  cp_plan last = *pl;
+  if (!cp_item_size(&last, last_rows, pl->col_block)) return full;
+  return (full * (double)(pl->ph - last_rows) + item_cost(&last) * (double)last_rows) /
+         (double)pl->ph;
+}
+
 static int cp_fits(const cp_plan *pl) {
   if (pl->algo->fits != NULL) return pl->algo->fits(pl);
   return pl->panel_bytes <= pl->panel_budget && pl->buf_bytes <= pl->buf_budget;
@@ -89,8 +106,11 @@ static convpool_status cp_choose_items(cp_plan *pl, int64_t forced) {
   for (int64_t m = 0; m <= pl->cfg->max_col_multiples; m++) {
     const int64_t n = m == 0 ? pl->pw : m * col_step;
     if (m > 0 && n >= pl->pw) break;
-    int64_t g = fixed;
-    if (fixed == 0) { /* the most row units that fit */
+    /* the forced rows, or the most row units that fit and down to half as
+       many: fewer rows may divide the image into items that waste fewer
+       kernel lanes (the cost weighs in the last, shorter item) */
+    int64_t most = 0, fewest = 0;
+    if (fixed == 0) {
       if (!cp_item_fits(pl, unit < pl->ph ? unit : pl->ph, n)) continue;
       int64_t lo = 1, hi = units;
       while (lo < hi) {
@@ -100,11 +120,16 @@ static convpool_status cp_choose_items(cp_plan *pl, int64_t forced) {
         else
           hi = mid - 1;
       }
-      g = lo * unit < pl->ph ? lo * unit : pl->ph;
+      most = lo, fewest = (lo + 1) / 2;
     }
-    if (!cp_item_size(pl, g, n)) continue;
-    const double cost = pl->algo->cost(pl);
-    if (best_g == 0 || cost < best_cost) best_cost = cost, best_g = g, best_n = n;
+    for (int64_t u = most; u >= fewest; u--) {
+      const int64_t g = fixed > 0 ? fixed : (u * unit < pl->ph ? u * unit : pl->ph);
+      if (u < most && !cp_item_fits(pl, g, n)) continue;
+      if (!cp_item_size(pl, g, n)) continue;
+      const double cost = pl->algo->cost(pl);
+      if (best_g == 0 || cost < best_cost * (1.0 - CP_PLAN_COST_MARGIN))
+        best_cost = cost, best_g = g, best_n = n;
+    }
   }
   if (best_g == 0) { /* nothing fits the budgets: the smallest item, reported over budget */
     best_g = fixed > 0 ? fixed : (unit < pl->ph ? unit : pl->ph);

@@ -132,6 +132,12 @@ typedef struct cp_item {
 int64_t cp_pooled_size(int64_t conv, int64_t pool, int64_t stride, int64_t pad_lo, int64_t pad_hi,
                        int ceil_mode);
 
+/* The cost per pooled output of the image's rows in items of pl->group rows,
+   for an algorithm whose cost model (item_cost) prices one item of the
+   plan's size: where the rows do not divide, the last, shorter item is priced
+   at its own geometry and weighed in by its rows. */
+double cp_rows_cost(const cp_plan *pl, double (*item_cost)(const cp_plan *pl));
+
 /* The conv outputs [*lo, *lo + *count) that pooled outputs [q, q + n) cover
    along a side of `conv` conv outputs (windows clipped to the conv output). */
 void cp_conv_span(int64_t q, int64_t n, int64_t pool, int64_t stride, int64_t pad, int64_t conv,

@@ -69,7 +69,9 @@ typedef struct cp_algorithm {
      tile buffer within pl->panel_budget and pl->buf_budget. */
   int (*fits)(const cp_plan *pl);
 
-  /* Modelled cost of the geometry per pooled output (lower is better). */
+  /* Modelled cost per pooled output of an image covered by items of the
+     geometry's size (lower is better); cp_rows_cost prices a cost model of
+     one item so, a shorter last item included. */
   double (*cost)(const cp_plan *pl);
 
   /* Optional: whether items of the geometry's size are still worth making

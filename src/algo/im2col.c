@@ -51,9 +51,13 @@ static int cp_im2col_geometry(cp_plan *pl) {
   return cp_mul(pl->buf_cols, mr * es, &pl->buf_bytes);
 }
 
-static double cp_im2col_cost(const cp_plan *pl) {
+static double cp_im2col_item_cost(const cp_plan *pl) {
   const cp_im2col_plan *ip = CP_ALGO_STATE(const cp_im2col_plan, pl->state);
   return cp_sr_cost(pl, ip->tiles, ip->floats);
+}
+
+static double cp_im2col_cost(const cp_plan *pl) {
+  return cp_rows_cost(pl, cp_im2col_item_cost);
 }
 
 /* A run of a tile's positions: n0 .. n0 + len - 1, consecutive conv columns

@@ -168,9 +168,13 @@ static int cp_sr_geometry(cp_plan *pl) {
   return cp_mul(pl->buf_cols, mr * es, &pl->buf_bytes);
 }
 
-static double cp_sr_plan_cost(const cp_plan *pl) {
+static double cp_sr_item_cost(const cp_plan *pl) {
   const cp_sr_plan *sp = CP_ALGO_STATE(const cp_sr_plan, pl->state);
   return cp_sr_cost(pl, sp->tiles, sp->panel.floats);
+}
+
+static double cp_sr_plan_cost(const cp_plan *pl) {
+  return cp_rows_cost(pl, cp_sr_item_cost);
 }
 
 /* Where the tile of positions [t, t + nr) of a run of len positions starts:
