@@ -153,7 +153,13 @@ int main(int argc, char **argv) {
     float *m = xcalloc(CP_WINO_POINTS * mr * t_alloc, sizeof(float));
     float *buf = xcalloc(mr * buf_cols, sizeof(float));
     unsigned char flags[TW];
-    t->input(panel, cs, ld, cin, tiles, TW, nr, v, vs, &screen, flags);
+    float *sums = xcalloc(cp_wino_slices(cin) * tiles * CP_WINO_SUMS, sizeof(float));
+    for (size_t c0 = 0; c0 < cin; c0 += CP_WINO_SLICE) /* in slices, as the library */
+      t->input(panel + c0 * cs, cs, ld, cin - c0 < CP_WINO_SLICE ? cin - c0 : CP_WINO_SLICE, tiles,
+               TW, nr, v + c0 * nr, vs, sums + c0 / CP_WINO_SLICE * tiles * CP_WINO_SUMS);
+    cp_wino_screen_tiles(sums, cp_wino_slices(cin), tiles * CP_WINO_SUMS, cin, tiles, TW, &screen,
+                         flags);
+    free(sums);
     cp_wino_multiply(uk, uk, 1, u, uf / CP_WINO_POINTS, v, vs, cin, nblk, 0, 1, m);
     t->output(m, t_alloc, mr, mr, tiles, TW, 0, 0, buf, buf_cols, buf_ld);
 

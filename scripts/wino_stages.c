@@ -69,6 +69,7 @@ int main(int argc, char **argv) {
   float *buf = xalloc(mr * buf_cols * sizeof(float));
   float *y = xalloc(cout * ph * pw * sizeof(float));
   unsigned char *flags = xalloc(t_alloc);
+  float *sums = xalloc(cp_wino_slices(cin) * tiles * CP_WINO_SUMS * sizeof(float));
 
   printf(
       "%s, %s; C_in %zu C_out %zu %zux%zu pool %zu; items of %zux%zu tiles (%zu lanes, %zu "
@@ -101,7 +102,12 @@ int main(int argc, char **argv) {
         st[0] += s1 - s0;
         const cp_wino_screen screen = {CP_WINO_RATIO, CP_WINO_RATIO_SUM, cp_wino_limit(1.0f),
                                        (int64_t)conv_rows, (int64_t)cw};
-        tr->input(panel, cs, ld, cin, tiles, tw_pad, nr, v, vs, &screen, flags);
+        for (size_t c0 = 0; c0 < cin; c0 += CP_WINO_SLICE) /* in slices, as the library */
+          tr->input(panel + c0 * cs, cs, ld, cin - c0 < CP_WINO_SLICE ? cin - c0 : CP_WINO_SLICE,
+                    tiles, tw_pad, nr, v + c0 * nr, vs,
+                    sums + c0 / CP_WINO_SLICE * tiles * CP_WINO_SUMS);
+        cp_wino_screen_tiles(sums, cp_wino_slices(cin), tiles * CP_WINO_SUMS, cin, tiles, tw_pad,
+                             &screen, flags);
         double s2 = now();
         st[1] += s2 - s1;
         for (size_t cb0 = 0; cb0 < co_blocks; cb0 += pass) {

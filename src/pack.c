@@ -352,13 +352,11 @@ void cp_pack_panel_steps(const cp_panel_src *src, int64_t iy0, size_t rows, int6
                          size_t cols, size_t step0, size_t step1, const cp_panel_layout *layout,
                          float *panel) {
   const size_t ld = layout->ld, cs = layout->cs;
-  const size_t steps = (size_t)src->groups * src->group_steps;
   if (src->cpack == 1 && src->widen == NULL && src->elem_size == 4) {
     if (src->split == 1)
       cp_pack_fp32_steps(src, iy0, rows, ix0, cols, step0, step1, layout, panel);
     else
       cp_pack_fp32_split_steps(src, iy0, rows, ix0, cols, step0, step1, layout, panel);
-    memset(panel + steps * cs, 0, (layout->floats - steps * cs) * sizeof(float));
     return;
   }
   cp_panel_channel ahead_ch[2] = {{NULL, 0, 0}, {NULL, 0, 0}};
@@ -389,7 +387,11 @@ void cp_pack_panel_steps(const cp_panel_src *src, int64_t iy0, size_t rows, int6
     }
     memset(to, 0, (cs - rows * ld) * sizeof(float));
   }
-  memset(panel + steps * cs, 0, (layout->floats - steps * cs) * sizeof(float));
+}
+
+void cp_pack_panel_slack(const cp_panel_src *src, const cp_panel_layout *layout, float *panel) {
+  const size_t end = (size_t)src->groups * src->group_steps * layout->cs;
+  memset(panel + end, 0, (layout->floats - end) * sizeof(float));
 }
 
 int cp_has_nonfinite(const float *panel, size_t n, size_t cpack) {
@@ -408,4 +410,5 @@ void cp_pack_panel(const cp_panel_src *src, int64_t iy0, size_t rows, int64_t ix
                    const cp_panel_layout *layout, float *panel) {
   cp_pack_panel_steps(src, iy0, rows, ix0, cols, 0, (size_t)src->groups * src->group_steps, layout,
                       panel);
+  cp_pack_panel_slack(src, layout, panel);
 }

@@ -94,11 +94,14 @@ void cp_pack_panel(const cp_panel_src *src, int64_t iy0, size_t rows, int64_t ix
                    const cp_panel_layout *layout, float *panel);
 
 /* The same for the channel steps [step0, step1) only (the conv groups an
-   item's channel blocks read), and the final slack; the other steps are
-   left as they are. */
+   item's channel blocks read, a slice of the channels); the other steps and
+   the slack past the last step are left as they are. */
 void cp_pack_panel_steps(const cp_panel_src *src, int64_t iy0, size_t rows, int64_t ix0,
                          size_t cols, size_t step0, size_t step1, const cp_panel_layout *layout,
                          float *panel);
+
+/* Zeroes the panel's slack past its last channel step. */
+void cp_pack_panel_slack(const cp_panel_src *src, const cp_panel_layout *layout, float *panel);
 
 /* Whether any of n 32-bit panel elements (fp32, or two bf16 halves when
    cpack is 2) is an infinity or a NaN. */

@@ -216,11 +216,12 @@ cp_item cp_item_of(const cp_plan *pl, int64_t item) {
   it.cb1 = it.cb0 + pl->co_blocks_per_group < pl->co_blocks ? it.cb0 + pl->co_blocks_per_group
                                                             : pl->co_blocks;
   it.flags = 0;
+  it.aux = NULL;
   return it;
 }
 
 static size_t cp_region_flag_bytes(const cp_plan *pl) {
-  return cp_round_up((size_t)pl->prepare_items * sizeof(unsigned), CP_CACHE_LINE);
+  return cp_round_up((size_t)(pl->items / pl->co_groups) * sizeof(unsigned), CP_CACHE_LINE);
 }
 
 int cp_plan_share_regions(cp_plan *pl) {

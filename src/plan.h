@@ -125,6 +125,7 @@ typedef struct cp_item {
   int64_t x0, nx;   /* conv columns [x0, x0 + nx) its windows cover */
   int64_t cb0, cb1; /* channel blocks [cb0, cb1) */
   unsigned flags;   /* the algorithm's own, set by its pack_item */
+  const void *aux;  /* the algorithm's own, set by its pack_item */
 } cp_item;
 
 /* Pooled outputs along a side of `conv` conv outputs (0 if the window does
@@ -163,8 +164,9 @@ cp_item cp_item_of(const cp_plan *pl, int64_t item);
  * per region. The run's shared workspace is [the flag words, to a cache
  * line][regions x the panel, each to a cache line]. cp_plan_share_regions
  * chooses it where channel groups split the regions and the workspace fits
- * the shared budget (L3 / shared_l3_div); otherwise no phase (each item packs
- * its own). Returns 0 on overflow.
+ * the shared budget (L3 / shared_l3_div), with one work item per region (an
+ * algorithm may split a region into several after it); otherwise no phase
+ * (each item packs its own). Returns 0 on overflow.
  */
 int cp_plan_share_regions(cp_plan *pl);
 int64_t cp_item_region(const cp_plan *pl, const cp_item *it); /* the item's region */

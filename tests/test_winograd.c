@@ -95,6 +95,36 @@ static double rule_ratio(const float *panel, size_t cs, size_t ld, size_t cin, s
 }
 
 /*
+ * The input transform of an item as the library runs it: slices of
+ * CP_WINO_SLICE input channels, each with its own sums, then the range rule
+ * over the slices' sums into flags (returns the flagged count). V must be
+ * the same bytes as one call over every channel makes (checked here).
+ */
+static size_t transform_item(const cp_wino_transforms *t, const float *panel, size_t cs, size_t ld,
+                             size_t cin, size_t tiles, size_t tw_pad, size_t nr, float *v,
+                             size_t vs, const cp_wino_screen *screen, unsigned char *flags) {
+  const size_t slices = cp_wino_slices(cin), sf = tiles * CP_WINO_SUMS;
+  const size_t nblk = (tiles + nr - 1) / nr, v_floats = nblk * CP_WINO_POINTS * vs;
+  float *sums = tu_xmalloc(slices * sf * sizeof(float));
+  float *whole = tu_xmalloc(v_floats * sizeof(float)), *one = tu_xmalloc(sf * sizeof(float));
+  for (size_t i = 0; i < slices; i++) {
+    const size_t c0 = i * CP_WINO_SLICE;
+    const size_t n = cin - c0 < CP_WINO_SLICE ? cin - c0 : CP_WINO_SLICE;
+    t->input(panel + c0 * cs, cs, ld, n, tiles, tw_pad, nr, v + c0 * nr, vs, sums + i * sf);
+  }
+  t->input(panel, cs, ld, cin, tiles, tw_pad, nr, whole, vs, one);
+  int same = 1;
+  for (size_t b = 0; b < nblk * CP_WINO_POINTS; b++)
+    same &= memcmp(v + b * vs, whole + b * vs, cin * nr * sizeof(float)) == 0;
+  CHECK(same, "%s c_in %zu: V of %zu slices differs from V of one call", t->name, cin, slices);
+  if (slices == 1) /* one slice: its sums are the whole call's */
+    CHECK(memcmp(sums, one, sf * sizeof(float)) == 0, "%s c_in %zu: the sums differ", t->name, cin);
+  const size_t flagged = cp_wino_screen_tiles(sums, slices, sf, cin, tiles, tw_pad, screen, flags);
+  free(one), free(whole), free(sums);
+  return flagged;
+}
+
+/*
  * One item through every stage with transforms t and the kernels of its ISA:
  * the tiles the range rule flags are those a float64 evaluation of the rule
  * flags, and every output of the other tiles is within the contract's bound
@@ -146,7 +176,8 @@ static void run_item(const cp_wino_transforms *t, const item_case *ic, double *m
   const size_t vs = cp_wino_v_stride(cin, (size_t)nr);
   float *v = tu_xmalloc(nblk * CP_WINO_POINTS * vs * sizeof(float));
   unsigned char *flags = tu_xmalloc(tiles);
-  size_t bad = t->input(panel, cs, ld, cin, tiles, tw_pad, (size_t)nr, v, vs, &screen, flags);
+  size_t bad =
+      transform_item(t, panel, cs, ld, cin, tiles, tw_pad, (size_t)nr, v, vs, &screen, flags);
   size_t want_flagged = 0;
   for (size_t n = 0; n < tiles; n++) {
     const double r = rule_ratio(panel, cs, ld, cin, tw_pad, n, ic->rows, ic->cols);
@@ -203,7 +234,7 @@ done:
     const float keep = *p;
     *p = specials[trial % 6];
     size_t want = 0;
-    bad = t->input(panel, cs, ld, cin, tiles, tw_pad, (size_t)nr, v, vs, &screen, flags);
+    bad = transform_item(t, panel, cs, ld, cin, tiles, tw_pad, (size_t)nr, v, vs, &screen, flags);
     for (size_t n = 0; n < tiles; n++) {
       const size_t ty = 4 * (n / tw_pad), tx = 4 * (n % tw_pad);
       const int inside = y >= ty && y < ty + 6 && x >= tx && x < tx + 6;
@@ -258,13 +289,14 @@ int main(void) {
   const cp_wino_transforms *list = cp_wino_transforms_list(&count);
   test_block_scale();
   const item_case cases[] = {
-      {1, 1, 1, 1, 4, 4, 0, 0},      {3, 5, 2, 3, 7, 10, 1, 0},
-      {17, 13, 3, 5, 12, 18, 0, 0},  {16, 24, 1, 9, 4, 34, 1, 0},
-      {64, 12, 2, 8, 8, 32, 0, 0},   {256, 32, 1, 14, 4, 54, 0, 0},
-      {256, 16, 2, 16, 8, 64, 1, 0}, {5, 7, 4, 2, 13, 5, 1, 0},
-      {16, 12, 2, 16, 8, 64, 0, 30}, {16, 12, 2, 16, 8, 64, 1, 1e3},
-      {64, 24, 2, 8, 8, 32, 0, 1e4}, {32, 12, 1, 16, 4, 64, 1, 1e20},
-      {8, 12, 3, 8, 12, 32, 0, 300},
+      {1, 1, 1, 1, 4, 4, 0, 0},       {3, 5, 2, 3, 7, 10, 1, 0},
+      {17, 13, 3, 5, 12, 18, 0, 0},   {16, 24, 1, 9, 4, 34, 1, 0},
+      {64, 12, 2, 8, 8, 32, 0, 0},    {256, 32, 1, 14, 4, 54, 0, 0},
+      {256, 16, 2, 16, 8, 64, 1, 0},  {5, 7, 4, 2, 13, 5, 1, 0},
+      {16, 12, 2, 16, 8, 64, 0, 30},  {16, 12, 2, 16, 8, 64, 1, 1e3},
+      {64, 24, 2, 8, 8, 32, 0, 1e4},  {32, 12, 1, 16, 4, 64, 1, 1e20},
+      {8, 12, 3, 8, 12, 32, 0, 300},  {130, 12, 2, 8, 8, 32, 1, 0},
+      {130, 12, 2, 8, 7, 30, 0, 1e4},
   };
   for (size_t i = 0; i < count; i++) {
     const cp_wino_transforms *t = &list[i];

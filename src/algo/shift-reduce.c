@@ -246,8 +246,9 @@ static const float *cp_sr_source_window(const cp_run *r, const cp_item *it) {
   return (const float *)(const void *)r->src + first;
 }
 
-/* Channel steps [step0, step1) of the panel of the item's region: conv row
-   y0 reads input row y0 * stride - pad (phase 0). */
+/* Channel steps [step0, step1) of the panel of the item's region, and the
+   slack past the last step: conv row y0 reads input row y0 * stride - pad
+   (phase 0). */
 static void cp_sr_pack_steps(const cp_run *r, const cp_item *it, size_t step0, size_t step1,
                              float *panel) {
   const cp_plan *pl = r->pl;
@@ -256,6 +257,7 @@ static void cp_sr_pack_steps(const cp_run *r, const cp_item *it, size_t step0, s
   cp_pack_panel_steps(&src, it->y0 * pl->conv_stride - pl->pad[CP_TOP], (size_t)it->ny + k - 1,
                       it->x0 * pl->conv_stride - pl->pad[CP_LEFT], (size_t)it->nx + k - 1, step0,
                       step1, &CP_ALGO_STATE(const cp_sr_plan, pl->state)->panel, panel);
+  cp_pack_panel_slack(&src, &CP_ALGO_STATE(const cp_sr_plan, pl->state)->panel, panel);
 }
 
 /*

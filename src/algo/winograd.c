@@ -119,9 +119,11 @@ typedef struct cp_wino_tiles {
 
 /* The plan's own state, for the item size. */
 typedef struct cp_wino_plan {
-  cp_panel_layout panel;        /* the input of an item's tiles (then V, then the tile flags) */
+  cp_panel_layout panel;        /* the input of an item's tiles (then V, the sums, the flags) */
   cp_wino_tiles max;            /* the most tile rows and tiles per row of any item */
   size_t v_floats;              /* V of the largest item */
+  size_t slices;                /* of the input channels (cp_wino_slices) */
+  size_t sum_floats;            /* the range rule's sums of one slice, for the largest item */
   size_t pass;                  /* channel blocks multiplied per pass over V */
   const cp_sr_ukernel *uk;      /* the products' kernel: NR tiles of V per register tile */
   const cp_sr_ukernel *uk_tail; /* and that of the last channel block */
@@ -299,7 +301,11 @@ static int cp_wino_geometry(cp_plan *pl) {
   raw = cp_round_up(raw, line);
   if (!cp_wino_v_floats(pl, &t, &wp->v_floats)) return 0;
   flags = cp_round_up(t.tiles, CP_CACHE_LINE) / sizeof(float);
-  if (!cp_add(raw, wp->v_floats, &n) || !cp_add(n, flags, &n) ||
+  wp->slices = cp_wino_slices((size_t)pl->c_in);
+  size_t sums;
+  if (!cp_mul(t.tiles, CP_WINO_SUMS, &wp->sum_floats) ||
+      !cp_mul(wp->slices, wp->sum_floats = cp_round_up(wp->sum_floats, line), &sums) ||
+      !cp_add(raw, wp->v_floats, &n) || !cp_add(n, sums, &n) || !cp_add(n, flags, &n) ||
       !cp_mul(n, sizeof(float), &pl->panel_bytes))
     return 0;
   wp->panel.ld = ld, wp->panel.cs = cs;
@@ -362,13 +368,18 @@ static int cp_wino_worth_splitting_to(const cp_plan *pl) {
   return cp_wino_plan_of(pl)->max.tiles >= 4 * cp_wino_direct_nr(pl);
 }
 
-/* V and the tile flags behind the input panel. */
+/* V, the range rule's sums of each slice and the tile flags behind the input panel. */
 static float *cp_wino_v(const cp_plan *pl, const float *panel) {
   return (float *)panel + cp_wino_plan_of(pl)->panel.floats;
 }
 
+static float *cp_wino_sums(const cp_plan *pl, const float *panel) {
+  return cp_wino_v(pl, panel) + cp_wino_plan_of(pl)->v_floats;
+}
+
 static unsigned char *cp_wino_flags(const cp_plan *pl, const float *panel) {
-  return (unsigned char *)(cp_wino_v(pl, panel) + cp_wino_plan_of(pl)->v_floats);
+  const cp_wino_plan *wp = cp_wino_plan_of(pl);
+  return (unsigned char *)(cp_wino_sums(pl, panel) + wp->slices * wp->sum_floats);
 }
 
 /*
@@ -413,58 +424,85 @@ static cp_wino_screen cp_wino_screen_of(const cp_run *r, const cp_wino_tiles *t)
   return sc;
 }
 
-/* Pack and transform the input of item `it` into panel; returns its flags
-   (1: a tile goes to the direct path). */
-static unsigned cp_wino_pack_into(const cp_run *r, const cp_item *it, float *panel) {
+/* Pack and transform input channels [c0, c1) of slice `slice` of item `it`
+   into panel (the slack past the channels with the last slice). */
+static void cp_wino_pack_slice(const cp_run *r, const cp_item *it, float *panel, size_t slice) {
   const cp_plan *pl = r->pl;
   const cp_wino_plan *wp = cp_wino_plan_of(pl);
   const cp_wino_tiles t = cp_wino_tiles_of_item(pl, it);
   const cp_panel_src src = cp_panel_src_of(r, it->b);
+  const size_t c_in = (size_t)pl->c_in, c0 = slice * CP_WINO_SLICE;
+  const size_t c1 = c0 + CP_WINO_SLICE < c_in ? c0 + CP_WINO_SLICE : c_in;
   /* the input of every tile: inside the input or zero, whatever the item */
-  cp_pack_panel(&src, (int64_t)(CP_WINO_M * t.ty0) - pl->pad[CP_TOP], CP_WINO_M * t.th + 2,
-                (int64_t)(CP_WINO_M * t.tx0) - pl->pad[CP_LEFT], CP_WINO_M * t.tw + 2, &wp->panel,
-                panel);
+  cp_pack_panel_steps(&src, (int64_t)(CP_WINO_M * t.ty0) - pl->pad[CP_TOP], CP_WINO_M * t.th + 2,
+                      (int64_t)(CP_WINO_M * t.tx0) - pl->pad[CP_LEFT], CP_WINO_M * t.tw + 2, c0, c1,
+                      &wp->panel, panel);
+  if (c1 == c_in) cp_pack_panel_slack(&src, &wp->panel, panel);
   const size_t nr = cp_wino_nr(pl);
+  wp->tf->input(panel + c0 * wp->panel.cs, wp->panel.cs, wp->panel.ld, c1 - c0, t.tiles, t.tw_pad,
+                nr, cp_wino_v(pl, panel) + c0 * nr, cp_wino_v_stride(c_in, nr),
+                cp_wino_sums(pl, panel) + slice * wp->sum_floats);
+}
+
+/* The range rule over the tiles of item `it` from the slices' sums in
+   panel, into flags; returns 1 if a tile goes to the direct path. */
+static unsigned cp_wino_screen_item(const cp_run *r, const cp_item *it, const float *panel,
+                                    unsigned char *flags) {
+  const cp_plan *pl = r->pl;
+  const cp_wino_plan *wp = cp_wino_plan_of(pl);
+  const cp_wino_tiles t = cp_wino_tiles_of_item(pl, it);
   const cp_wino_screen screen = cp_wino_screen_of(r, &t);
-  const size_t flagged =
-      wp->tf->input(panel, wp->panel.cs, wp->panel.ld, (size_t)pl->c_in, t.tiles, t.tw_pad, nr,
-                    cp_wino_v(pl, panel), cp_wino_v_stride((size_t)pl->c_in, nr), &screen,
-                    cp_wino_flags(pl, panel));
-  return (flagged != 0) | cp_wino_flag_border(pl, &t, cp_wino_flags(pl, panel));
+  const size_t flagged = cp_wino_screen_tiles(cp_wino_sums(pl, panel), wp->slices, wp->sum_floats,
+                                              (size_t)pl->c_in, t.tiles, t.tw_pad, &screen, flags);
+  return (flagged != 0) | cp_wino_flag_border(pl, &t, flags);
 }
 
 /*
  * The two-phase schedule (cp_plan_share_regions): when channel groups split
  * an image region, the region's input is packed and transformed once, before
- * the items, and every channel group's item reads it there; a region's flag
- * word says whether any of its tiles goes direct.
+ * the items, one slice of input channels per work item, and every channel
+ * group's item reads it there. Each item applies the range rule to the
+ * region's sums itself, into its own scratch.
  */
 static float *cp_wino_region(const cp_run *r, int64_t region) {
   return (float *)(void *)(r->shared + cp_region_offset(r->pl, region));
 }
 
-/* Region `index` (the items of channel group 0 come in region order). */
-static void cp_wino_prepare(const cp_run *r, int64_t index) {
-  const cp_item it = cp_item_of(r->pl, index * r->pl->co_groups);
-  ((unsigned *)(void *)r->shared)[index] = cp_wino_pack_into(r, &it, cp_wino_region(r, index));
+static int cp_wino_schedule(cp_plan *pl) {
+  if (!cp_plan_share_regions(pl)) return 0;
+  pl->prepare_items *= (int64_t)cp_wino_plan_of(pl)->slices;
+  return 1;
 }
 
+/* Slice `index % slices` of region `index / slices` (the items of channel
+   group 0 come in region order). */
+static void cp_wino_prepare(const cp_run *r, int64_t index) {
+  const int64_t slices = (int64_t)cp_wino_plan_of(r->pl)->slices, region = index / slices;
+  const cp_item it = cp_item_of(r->pl, region * r->pl->co_groups);
+  cp_wino_pack_slice(r, &it, cp_wino_region(r, region), (size_t)(index % slices));
+}
+
+/* The item's V and input: its region's, or packed into panel; its flags go
+   to panel's flags (the scratch is the item's own either way). */
 static const float *cp_wino_pack_item(const cp_run *r, cp_item *it, float *panel) {
-  if (r->pl->prepare_items > 0) { /* prepared: the item's region */
-    const int64_t region = cp_item_region(r->pl, it);
-    it->flags = ((const unsigned *)(const void *)r->shared)[region];
-    return cp_wino_region(r, region);
+  const float *input = panel;
+  if (r->pl->prepare_items > 0) {
+    input = cp_wino_region(r, cp_item_region(r->pl, it));
+  } else {
+    for (size_t i = 0; i < cp_wino_plan_of(r->pl)->slices; i++) cp_wino_pack_slice(r, it, panel, i);
   }
-  it->flags = cp_wino_pack_into(r, it, panel);
-  return panel;
+  unsigned char *flags = cp_wino_flags(r->pl, panel);
+  it->flags = cp_wino_screen_item(r, it, input, flags);
+  it->aux = flags;
+  return input;
 }
 
 /* Shift-reduce over the flagged tiles (every tile with `all`), into the tile buffer. */
 static void cp_wino_direct_tiles(const cp_run *r, const cp_wino_tiles *t, const float *panel,
-                                 int64_t cb, size_t channels, float *buf, float *tile, int all) {
+                                 const unsigned char *flags, int64_t cb, size_t channels,
+                                 float *buf, float *tile, int all) {
   const cp_plan *pl = r->pl;
   const cp_wino_plan *wp = cp_wino_plan_of(pl);
-  const unsigned char *flags = cp_wino_flags(pl, panel);
   const float *w = cp_sr_block_weights(r, cb);
   const cp_sr_ukernel_fn kernel = cp_sr_block_kernel(pl, cb);
   const size_t nr = cp_wino_direct_nr(pl), ld = wp->panel.ld;
@@ -509,7 +547,7 @@ static void cp_wino_compute_block(const cp_run *r, const cp_item *it, const floa
                  pl->buf_cols, pl->buf_row_ld);
   const int block_direct = cp_wino_block_direct(pl, r->packed, cb);
   if (it->flags || block_direct)
-    cp_wino_direct_tiles(r, &t, panel, cb, channels, buf,
+    cp_wino_direct_tiles(r, &t, panel, it->aux, cb, channels, buf,
                          m + wp->pass * CP_WINO_POINTS * mr * wp->max.t_alloc, block_direct);
 }
 
@@ -557,7 +595,7 @@ const cp_algorithm cp_algorithm_winograd = {
     .fits = cp_wino_fits,
     .cost = cp_wino_cost,
     .worth_splitting_to = cp_wino_worth_splitting_to,
-    .schedule = cp_plan_share_regions,
+    .schedule = cp_wino_schedule,
     .prepare = cp_wino_prepare,
     .pack_item = cp_wino_pack_item,
     .compute_block = cp_wino_compute_block,

@@ -13,11 +13,9 @@
 #define CP_W_FNMA(x, y, z) ((z) - (x) * (y))
 #define CP_W_K(c) (c)
 
-size_t cp_wino_input_scalar(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles,
-                            size_t tw_pad, size_t nr, float *v, size_t vs,
-                            const cp_wino_screen *screen, unsigned char *flags) {
+void cp_wino_input_scalar(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles,
+                          size_t tw_pad, size_t nr, float *v, size_t vs, float *sums) {
   const size_t lanes = (tiles + nr - 1) / nr * nr;
-  size_t flagged = 0;
   for (size_t n = 0; n < lanes; n++) {
     float a[6][6] = {{0}}, dmax = 0.0f; /* the range rule: sums of |d| over channels, max |d| */
     float *vn = v + (n / nr) * CP_WINO_POINTS * vs + n % nr;
@@ -44,14 +42,32 @@ size_t cp_wino_input_scalar(const float *panel, size_t cs, size_t ld, size_t c_i
       for (int x = 0; x < 36; x++) vn[(size_t)x * vs + c * nr] = o[x / 6][x % 6];
     }
     if (n < tiles) {
-      float s16[16], amax = a[0][0];
-      CP_W_WINDOWS(a, s16);
-      for (int i = 1; i < 36; i++) amax = amax > a[i / 6][i % 6] ? amax : a[i / 6][i % 6];
-      flags[n] = (unsigned char)cp_wino_screen_tile(screen, c_in, s16, dmax, amax,
-                                                    screen->rows - 4 * (int64_t)(n / tw_pad),
-                                                    screen->cols - 4 * (int64_t)(n % tw_pad));
-      flagged += flags[n];
+      for (int x = 0; x < 36; x++) sums[n * CP_WINO_SUMS + (size_t)x] = a[x / 6][x % 6];
+      sums[n * CP_WINO_SUMS + 36] = dmax;
     }
+  }
+}
+
+size_t cp_wino_screen_tiles(const float *sums, size_t slices, size_t slice_floats, size_t c_in,
+                            size_t tiles, size_t tw_pad, const cp_wino_screen *screen,
+                            unsigned char *flags) {
+  size_t flagged = 0;
+  for (size_t n = 0; n < tiles; n++) {
+    const float *t = sums + n * CP_WINO_SUMS;
+    float a[6][6], dmax = t[36];
+    for (int x = 0; x < 36; x++) a[x / 6][x % 6] = t[x];
+    for (size_t i = 1; i < slices; i++) { /* the slices' sums, in slice order */
+      const float *u = t + i * slice_floats;
+      for (int x = 0; x < 36; x++) a[x / 6][x % 6] += u[x];
+      dmax = dmax > u[36] ? dmax : u[36];
+    }
+    float s16[16], amax = a[0][0];
+    CP_W_WINDOWS(a, s16);
+    for (int i = 1; i < 36; i++) amax = amax > a[i / 6][i % 6] ? amax : a[i / 6][i % 6];
+    flags[n] = (unsigned char)cp_wino_screen_tile(screen, c_in, s16, dmax, amax,
+                                                  screen->rows - 4 * (int64_t)(n / tw_pad),
+                                                  screen->cols - 4 * (int64_t)(n % tw_pad));
+    flagged += flags[n];
   }
   return flagged;
 }

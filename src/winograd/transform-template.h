@@ -35,11 +35,9 @@
     o3 = CP_W_SHUF(t1_, t3_, 0xEE);                     \
   } while (0)
 
-size_t CP_W_INPUT_FN(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles,
-                     size_t tw_pad, size_t nr, float *v, size_t vs, const cp_wino_screen *screen,
-                     unsigned char *flags) {
+void CP_W_INPUT_FN(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles,
+                   size_t tw_pad, size_t nr, float *v, size_t vs, float *sums) {
   const size_t lanes = (tiles + nr - 1) / nr * nr;
-  size_t flagged = 0;
   for (size_t g0 = 0; g0 < lanes; g0 += CP_VW) {
     CP_V a[6][6], dmax = CP_W_ZERO(); /* the range rule: sums of |d| over channels, max |d| */
     for (int i = 0; i < 36; i++) a[i / 6][i % 6] = CP_W_ZERO();
@@ -95,27 +93,16 @@ size_t CP_W_INPUT_FN(const float *panel, size_t cs, size_t ld, size_t c_in, size
         }
       }
     }
-    /* The rule, lane by lane: lane 4k + u holds tile k of load u. */
-    CP_V sw[16], amax = a[0][0];
-    CP_W_WINDOWS(a, sw);
-    for (int i = 1; i < 36; i++) amax = CP_W_MAX(amax, a[i / 6][i % 6]);
-    float lane_s[16][CP_VW], lane_max[CP_VW], lane_amax[CP_VW];
-    for (int w = 0; w < 16; w++) CP_W_STOREU(lane_s[w], sw[w]);
-    CP_W_STOREU(lane_max, dmax);
-    CP_W_STOREU(lane_amax, amax);
+    /* The rule's sums, lane by lane: lane 4k + u holds tile k of load u. */
+    float lane[CP_WINO_SUMS][CP_VW];
+    for (int i = 0; i < 36; i++) CP_W_STOREU(lane[i], a[i / 6][i % 6]);
+    CP_W_STOREU(lane[36], dmax);
     for (size_t l = 0; l < CP_VW; l++) {
       const size_t n = g0 + (l % 4) * CP_W_U + l / 4;
       if (n >= tiles) continue;
-      float s16[16];
-      for (int w = 0; w < 16; w++) s16[w] = lane_s[w][l];
-      const int64_t rows = screen->rows - 4 * (int64_t)(n / tw_pad);
-      const int64_t cols = screen->cols - 4 * (int64_t)(n % tw_pad);
-      flags[n] = (unsigned char)cp_wino_screen_tile(screen, c_in, s16, lane_max[l], lane_amax[l],
-                                                    rows, cols);
-      flagged += flags[n];
+      for (int i = 0; i < CP_WINO_SUMS; i++) sums[n * CP_WINO_SUMS + (size_t)i] = lane[i][l];
     }
   }
-  return flagged;
 }
 
 void CP_W_OUTPUT_FN(const float *m, size_t t_alloc, size_t mr_stride, size_t mr, size_t tiles,

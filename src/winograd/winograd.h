@@ -164,17 +164,42 @@ static inline int cp_wino_screen_tile(const cp_wino_screen *sc, size_t c_in, con
 }
 
 /*
- * Input transform of tiles [0, tiles) of an item: V (layout above) for every
- * input channel. Lanes of the last block past `tiles` get finite values
- * that the caller ignores. flags[n] (n < tiles) is set to 1 if tile n is to
- * be computed directly by the range rule `screen` (above; tile n's first
- * output is at row 4 (n / tw_pad), column 4 (n % tw_pad) of screen's rows x
- * cols), else 0; returns the number of such tiles. V is the same whatever
- * the flags.
+ * Input transform of tiles [0, tiles) of an item: V (layout above) for the
+ * c_in input channels of the panel (a run of the layer's channels: V's
+ * channel c at v + c * nr). Lanes of the last block past `tiles` get finite
+ * values that the caller ignores. For each tile n < tiles, the range rule's
+ * sums over those channels go to sums + n * CP_WINO_SUMS: A(p) of the 36
+ * positions (row-major), summed over the channels in order, then max |d|.
  */
-typedef size_t (*cp_wino_input_fn)(const float *panel, size_t cs, size_t ld, size_t c_in,
-                                   size_t tiles, size_t tw_pad, size_t nr, float *v, size_t vs,
-                                   const cp_wino_screen *screen, unsigned char *flags);
+typedef void (*cp_wino_input_fn)(const float *panel, size_t cs, size_t ld, size_t c_in,
+                                 size_t tiles, size_t tw_pad, size_t nr, float *v, size_t vs,
+                                 float *sums);
+
+/* Floats of the range rule's sums per tile (36 sums of |d|, max |d|). */
+#define CP_WINO_SUMS 37
+
+/* Input channels per slice: the input transform's channels run in slices
+   of this many (the last one shorter), each slice's sums on their own, and
+   the rule adds the slices' sums in slice order; so the flags are the same
+   bytes whether the slices ran on one thread or several. */
+#define CP_WINO_SLICE 64
+
+/* Slices of c_in input channels. */
+static inline size_t cp_wino_slices(size_t c_in) {
+  return (c_in + CP_WINO_SLICE - 1) / CP_WINO_SLICE;
+}
+
+/*
+ * The range rule over tiles [0, tiles) from the sums of `slices` slices
+ * (slice i's at sums + i * slice_floats, as the input transform writes
+ * them), added in slice order: flags[n] = 1 if tile n is to be computed
+ * directly (tile n's first output is at row 4 (n / tw_pad), column
+ * 4 (n % tw_pad) of screen's rows x cols), else 0. Returns the number of
+ * such tiles.
+ */
+size_t cp_wino_screen_tiles(const float *sums, size_t slices, size_t slice_floats, size_t c_in,
+                            size_t tiles, size_t tw_pad, const cp_wino_screen *screen,
+                            unsigned char *flags);
 
 /*
  * Output transform of channels [0, mr) of M for tiles [0, tiles): Y = A^T M A
@@ -221,12 +246,11 @@ static inline size_t cp_wino_v_stride(size_t c_in, size_t nr) {
 
 /* The transforms of each ISA, cp_wino_input_<isa> and cp_wino_output_<isa>
    (the portable ones are also the reference of the vector ones). */
-#define CP_WINO_DECLARE_TRANSFORMS(isa)                                                           \
-  size_t cp_wino_input_##isa(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles, \
-                             size_t tw_pad, size_t nr, float *v, size_t vs,                       \
-                             const cp_wino_screen *screen, unsigned char *flags);                 \
-  void cp_wino_output_##isa(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,          \
-                            size_t tiles, size_t tw_pad, size_t dy, size_t dx, float *buf,        \
+#define CP_WINO_DECLARE_TRANSFORMS(isa)                                                         \
+  void cp_wino_input_##isa(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles, \
+                           size_t tw_pad, size_t nr, float *v, size_t vs, float *sums);         \
+  void cp_wino_output_##isa(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,        \
+                            size_t tiles, size_t tw_pad, size_t dy, size_t dx, float *buf,      \
                             size_t buf_cols, size_t buf_ld);
 CP_WINO_DECLARE_TRANSFORMS(scalar)
 CP_WINO_DECLARE_TRANSFORMS(avx2)
