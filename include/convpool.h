@@ -141,9 +141,12 @@ typedef struct convpool_options {
                     usable CPUs is honoured as asked; a run uses at most one thread per
                     work item (convpool_run_stats.threads), the rest stay asleep */
   convpool_algo algo;
-  int rows_per_item;                   /**< pooled rows per work item; 0 = the plan decides.
-                                            Winograd rounds it up to whole 4x4 tiles
-                                            (convpool_op_plan reports the value used) */
+  int rows_per_item;                   /**< pooled rows per work item; 0 = the plan decides
+                                            (Winograd may then put the images of a batch of
+                                            small ones side by side in one item; a forced
+                                            value keeps one image per item). Winograd rounds
+                                            it up to whole 4x4 tiles (convpool_op_plan
+                                            reports the value used) */
   const convpool_allocator *allocator; /**< NULL = the global allocator */
   int shared_pool; /**< 1: run on the process-wide thread pool (convpool_shared_pool_set_threads)
                         instead of threads of the operator's own; `threads` must then be 0.

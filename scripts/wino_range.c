@@ -146,8 +146,13 @@ int main(int argc, char **argv) {
         cp_wino_block_scale(CONVPOOL_FLOAT32, w, (int64_t)mr, (int64_t)cin, (int)mr, (int)mr, u, 0);
     const int block_direct = scale < 0; /* measured all the same, counted apart */
     direct_blocks += block_direct;
-    const cp_wino_screen screen = {CP_WINO_RATIO, CP_WINO_RATIO_SUM,
-                                   cp_wino_limit(block_direct ? 1.0f : scale), 4, 4 * TW};
+    const cp_wino_screen screen = {CP_WINO_RATIO,
+                                   CP_WINO_RATIO_SUM,
+                                   cp_wino_limit(block_direct ? 1.0f : scale),
+                                   4,
+                                   4 * TW,
+                                   0,
+                                   0};
     const size_t vs = cp_wino_v_stride(cin, nr);
     float *v = xcalloc(nblk * CP_WINO_POINTS * vs, sizeof(float));
     float *m = xcalloc(CP_WINO_POINTS * mr * t_alloc, sizeof(float));

@@ -100,8 +100,13 @@ int main(int argc, char **argv) {
         }
         double s1 = now();
         st[0] += s1 - s0;
-        const cp_wino_screen screen = {CP_WINO_RATIO, CP_WINO_RATIO_SUM, cp_wino_limit(1.0f),
-                                       (int64_t)conv_rows, (int64_t)cw};
+        const cp_wino_screen screen = {CP_WINO_RATIO,
+                                       CP_WINO_RATIO_SUM,
+                                       cp_wino_limit(1.0f),
+                                       (int64_t)conv_rows,
+                                       (int64_t)cw,
+                                       0,
+                                       0};
         for (size_t c0 = 0; c0 < cin; c0 += CP_WINO_SLICE) /* in slices, as the library */
           tr->input(panel + c0 * cs, cs, ld, cin - c0 < CP_WINO_SLICE ? cin - c0 : CP_WINO_SLICE,
                     tiles, tw_pad, nr, v + c0 * nr, vs,

@@ -19,9 +19,9 @@
  *   as much as 16 kernel lanes; an item's tiles advance along the row by
  *   whole vector loads of four tiles (16 conv columns);
  * - auto hands a Winograd run to shift-reduce (measured on 2 cores, README
- *   "Choosing the algorithm") with fewer than 8 tiles per image (256 -> 256
- *   channels on an 8x8 conv output ran 1.9x slower than shift-reduce; 8
- *   images of 512 -> 512 at 7x7 1.6-1.9x slower), fewer than 8 input
+ *   "Choosing the algorithm") with fewer than 8 tiles per item (256 -> 256
+ *   channels on an 8x8 conv output ran 1.9x slower than shift-reduce; images
+ *   side by side count together), fewer than 8 input
  *   channels (3 -> 64 channels at 224x224, pool 2: 5.5-7.0 ms against 7.0-7.4
  *   ms for shift-reduce), or batch x tiles x c_in x c_out below 2^16 (64 -> 64
  *   channels on a 12x12 conv output).

@@ -389,6 +389,44 @@ void cp_pack_panel_steps(const cp_panel_src *src, int64_t iy0, size_t rows, int6
   }
 }
 
+void cp_pack_panel_slot(const cp_panel_src *src, int64_t iy0, size_t rows, int64_t ix0, size_t cols,
+                        size_t step0, size_t step1, const cp_panel_layout *layout, float *panel) {
+  if (src->cpack == 1 && src->widen == NULL && src->elem_size == 4 && src->split == 1 &&
+      src->groups == 1) { /* float32 channels as they are: the plain loop */
+    const size_t w = (size_t)src->width, plane = (size_t)src->height * w;
+    size_t a, e;
+    cp_panel_columns(src, ix0, cols, &a, &e);
+    const int64_t h = src->height;
+    const size_t y_lo = iy0 >= 0 ? 0 : (size_t)(-iy0 < (int64_t)rows ? -iy0 : (int64_t)rows);
+    const size_t y_hi =
+        iy0 >= h ? y_lo : (size_t)(h - iy0 < (int64_t)rows ? h - iy0 : (int64_t)rows);
+    const float *image = (const float *)(const void *)src->image;
+    for (size_t s = step0; s < step1; s++) {
+      float *to = panel + s * layout->cs;
+      const float *from =
+          image + s * plane + (size_t)(iy0 + (int64_t)y_lo) * w + (size_t)(ix0 + (int64_t)a);
+      for (size_t y = 0; y < rows; y++, to += layout->ld) {
+        if (y < y_lo || y >= y_hi || a >= e) {
+          memset(to, 0, cols * sizeof(float));
+          continue;
+        }
+        for (size_t x = 0; x < a; x++) to[x] = 0.0f;
+        for (size_t x = a; x < e; x++) to[x] = from[x - a];
+        for (size_t x = e; x < cols; x++) to[x] = 0.0f;
+        from += w;
+      }
+    }
+    return;
+  }
+  for (size_t s = step0; s < step1; s++) {
+    const cp_panel_channel lo = cp_panel_channel_of(src, s, 0);
+    const cp_panel_channel hi = src->cpack == 2 ? cp_panel_channel_of(src, s, 1) : lo;
+    float *to = panel + s * layout->cs;
+    for (size_t y = 0; y < rows; y++, to += layout->ld)
+      cp_pack_panel_row(src, &lo, &hi, iy0, y, ix0, cols, cols, to);
+  }
+}
+
 void cp_pack_panel_slack(const cp_panel_src *src, const cp_panel_layout *layout, float *panel) {
   const size_t end = (size_t)src->groups * src->group_steps * layout->cs;
   memset(panel + end, 0, (layout->floats - end) * sizeof(float));

@@ -100,6 +100,14 @@ void cp_pack_panel_steps(const cp_panel_src *src, int64_t iy0, size_t rows, int6
                          size_t cols, size_t step0, size_t step1, const cp_panel_layout *layout,
                          float *panel);
 
+/* Channel steps [step0, step1) of `rows` panel rows of `cols` columns into
+   columns [0, cols) of each row only (zero outside the input), leaving the
+   rest of every row and of each channel's plane as they are: for several
+   images side by side in one panel row (panel points at an image's first
+   column). */
+void cp_pack_panel_slot(const cp_panel_src *src, int64_t iy0, size_t rows, int64_t ix0, size_t cols,
+                        size_t step0, size_t step1, const cp_panel_layout *layout, float *panel);
+
 /* Zeroes the panel's slack past its last channel step. */
 void cp_pack_panel_slack(const cp_panel_src *src, const cp_panel_layout *layout, float *panel);
 

@@ -95,6 +95,13 @@ static convpool_status cp_choose_items(cp_plan *pl, int64_t forced) {
   if (forced > pl->ph)
     return cp_fail(CONVPOOL_INVALID_ARGUMENT, "rows_per_item = %lld exceeds the %lld pooled rows",
                    (long long)forced, (long long)pl->ph);
+  if (pl->images > 1) { /* items of whole images */
+    pl->row_groups = 1, pl->col_blocks = 1;
+    if (!cp_item_size(pl, pl->ph, pl->pw))
+      return cp_fail(CONVPOOL_INVALID_ARGUMENT, "input panel of %lld channels is too large",
+                     (long long)pl->c_in);
+    return CONVPOOL_SUCCESS;
+  }
   int64_t fixed = 0;
   if (forced > 0) { /* whole units */
     fixed = (forced + unit - 1) / unit * unit;
@@ -151,11 +158,13 @@ static convpool_status cp_choose_items(cp_plan *pl, int64_t forced) {
   pl->col_blocks = (pl->pw + pl->col_block - 1) / pl->col_block;
   for (;;) {
     pl->row_groups = (pl->ph + pl->group - 1) / pl->group;
-    if (fixed > 0 || pl->group <= unit || pl->batch * pl->row_groups * pl->col_blocks >= target)
+    if (fixed > 0 || pl->group <= unit ||
+        cp_batch_groups(pl) * pl->row_groups * pl->col_blocks >= target)
       break;
     /* as many row groups as the threads want, in whole units; if the
        algorithm finds items that small not worth it, one unit fewer */
-    const int64_t want = (target + pl->batch * pl->col_blocks - 1) / (pl->batch * pl->col_blocks);
+    const int64_t want = (target + cp_batch_groups(pl) * pl->col_blocks - 1) /
+                         (cp_batch_groups(pl) * pl->col_blocks);
     const int64_t step = pl->group - unit;
     int64_t g = (pl->ph + want - 1) / want;
     g = (g + unit - 1) / unit * unit;
@@ -181,7 +190,7 @@ static convpool_status cp_choose_blocks(cp_plan *pl, int64_t forced) {
   const convpool_status st = cp_choose_items(pl, forced);
   if (st != CONVPOOL_SUCCESS) return st;
   const int64_t target = (int64_t)pl->cfg->items_per_thread * (int64_t)pl->threads;
-  int64_t panels = pl->batch * pl->row_groups * pl->col_blocks;
+  int64_t panels = cp_batch_groups(pl) * pl->row_groups * pl->col_blocks;
   int64_t groups = panels >= target ? 1 : (target + panels - 1) / panels;
   if (groups > pl->co_blocks) groups = pl->co_blocks;
   pl->co_blocks_per_group = (pl->co_blocks + groups - 1) / groups;
@@ -205,7 +214,8 @@ cp_item cp_item_of(const cp_plan *pl, int64_t item) {
   const int64_t cbk = item % pl->col_blocks;
   item /= pl->col_blocks;
   const int64_t rg = item % pl->row_groups;
-  it.b = item / pl->row_groups;
+  it.b = item / pl->row_groups * pl->images;
+  it.nb = pl->batch - it.b < pl->images ? pl->batch - it.b : pl->images;
   it.q0 = rg * pl->group;
   it.nq = pl->ph - it.q0 < pl->group ? pl->ph - it.q0 : pl->group;
   it.c0 = cbk * pl->col_block;
@@ -238,7 +248,8 @@ int cp_plan_share_regions(cp_plan *pl) {
 }
 
 int64_t cp_item_region(const cp_plan *pl, const cp_item *it) {
-  return (it->b * pl->row_groups + it->q0 / pl->group) * pl->col_blocks + it->c0 / pl->col_block;
+  return (it->b / pl->images * pl->row_groups + it->q0 / pl->group) * pl->col_blocks +
+         it->c0 / pl->col_block;
 }
 
 size_t cp_region_offset(const cp_plan *pl, int64_t region) {
@@ -369,6 +380,9 @@ static convpool_status cp_plan_run(const cp_layer *layer, const cp_algorithm *al
   pl->threads = threads;
   pl->panel_budget = cpu->l2 / pl->cfg->panel_l2_div;
   pl->buf_budget = cpu->l2 / pl->cfg->buf_l2_div;
+  pl->images = 1;
+  if (rows_per_item == 0 && pl->algo->images_per_item != NULL)
+    pl->images = pl->algo->images_per_item(pl);
   if ((st = cp_choose_blocks(pl, rows_per_item)) != CONVPOOL_SUCCESS) return st;
   if (pl->algo->schedule != NULL && !pl->algo->schedule(pl))
     return cp_fail(CONVPOOL_INVALID_ARGUMENT, "shared workspace size overflows");
@@ -386,7 +400,9 @@ static convpool_status cp_plan_run(const cp_layer *layer, const cp_algorithm *al
 void cp_plan_describe(const cp_plan *pl, convpool_dtype dtype, const char *choice,
                       const char *epilogue, char *text, size_t capacity) {
   const cp_cpu *cpu = cp_cpu_get();
-  char sweep[768], act[96], phase[160] = "";
+  char sweep[768], act[96], phase[160] = "", images[64] = "";
+  if (pl->images > 1)
+    snprintf(images, sizeof images, " groups of %lld images side by side", (long long)pl->images);
   if (pl->prepare_items > 0)
     snprintf(phase, sizeof phase,
              "first phase    %lld work items prepare what the channel groups share (%zu bytes), "
@@ -413,7 +429,7 @@ void cp_plan_describe(const cp_plan *pl, convpool_dtype dtype, const char *choic
       "activation     %s\n"
       "pool sizing    %s\n"
       "%s"
-      "work items     %lld = batch %lld x row groups %lld x column blocks %lld x channel "
+      "work items     %lld = batch %lld%s x row groups %lld x column blocks %lld x channel "
       "groups %lld (%lld blocks each)\n"
       "%s"
       "epilogue       %s\n"
@@ -434,8 +450,8 @@ void cp_plan_describe(const cp_plan *pl, convpool_dtype dtype, const char *choic
       (long long)pl->pool_pad[1], (long long)pl->pool_pad[2], (long long)pl->pool_pad[3],
       (long long)pl->conv_stride, (long long)pl->dilation, (long long)pl->groups,
       pl->has_residual ? "a residual added before the activation" : "no residual", act,
-      pl->ceil_mode ? "ceil" : "floor", sweep, (long long)pl->items, (long long)pl->batch,
-      (long long)pl->row_groups, (long long)pl->col_blocks, (long long)pl->co_groups,
+      pl->ceil_mode ? "ceil" : "floor", sweep, (long long)pl->items, (long long)cp_batch_groups(pl),
+      images, (long long)pl->row_groups, (long long)pl->col_blocks, (long long)pl->co_groups,
       (long long)pl->co_blocks_per_group, phase, epilogue, pl->threads,
       pl->setup->packed_weight_bytes, pl->panel_bytes, pl->cfg->panel_l2_div, pl->panel_budget,
       pl->panel_bytes <= pl->panel_budget ? "fits" : "over budget", pl->buf_bytes,

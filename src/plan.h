@@ -103,6 +103,13 @@ typedef struct cp_plan {
   size_t buf_row_ld, buf_cols;
   /* items */
   int64_t row_groups, col_blocks, co_groups, co_blocks_per_group, items;
+  /* batch images per item (1: one); with more, an item is every pooled row
+     and column of `images` consecutive images (the last item of the batch
+     may have fewer), whose conv outputs lie side by side in the tile
+     buffer, image j's from column j * buf_image_cols (the algorithm's
+     images_per_item hook chooses it) */
+  int64_t images;
+  size_t buf_image_cols;
   int threads;
   /* the algorithm's phase before the items (0: none): prepare_items work
      items that prepare, into the run's shared workspace, what several items
@@ -116,9 +123,14 @@ typedef struct cp_plan {
   cp_algo_state state;
 } cp_plan;
 
+/* Items along the batch: groups of pl->images images. */
+static inline int64_t cp_batch_groups(const cp_plan *pl) {
+  return (pl->batch + pl->images - 1) / pl->images;
+}
+
 /* The region of one work item. */
 typedef struct cp_item {
-  int64_t b;        /* batch index */
+  int64_t b, nb;    /* batch images [b, b + nb) (nb > 1 only with pl->images > 1) */
   int64_t q0, nq;   /* pooled rows [q0, q0 + nq) */
   int64_t c0, nc;   /* pooled columns [c0, c0 + nc) */
   int64_t y0, ny;   /* conv rows [y0, y0 + ny) its windows cover */

@@ -385,6 +385,29 @@ fi
 stem="--in-channels 3 --out-channels 8 --height 30 --width 30 --filter 7 --padding 3 --stride 2 --pool 3 --pool-stride 2 --iters 1 --warmup 0"
 "$cli" $stem --show-tiling | grep -q '^algorithm      shift-reduce (sr)' || { echo "auto did not keep the 7x7 stride-2 stem on shift-reduce"; fail=1; }
 
+# ---- Winograd on small images: a batch's images side by side in one item, the same
+# bytes as items of one image each (--rows-per-item keeps the images apart), on 1 and 2
+# threads; with a residual, conv padding 2 (the border tiles' direct path), a batch that
+# leaves a shorter last group, and 16-bit data. Auto takes Winograd for 8 images of
+# 512 -> 512 channels at 7x7 (it hands a single one to shift-reduce) ----
+deep="--in-channels 512 --out-channels 512 --height 7 --width 7 --padding 1 --pool 1 --iters 1 --warmup 0 --show-tiling"
+"$cli" $deep --batch 8 | grep -q '^algorithm      winograd' || { echo "auto did not take Winograd for 8 images at 7x7"; fail=1; }
+"$cli" $deep --batch 1 | grep -q '^algorithm      shift-reduce' || { echo "auto did not hand 1 image at 7x7 to shift-reduce"; fail=1; }
+for side in "--batch 8 --in-channels 48 --out-channels 13 --height 7 --width 7 --padding 1 --activation relu --pool 1" \
+            "--batch 5 --in-channels 24 --out-channels 9 --height 6 --width 5 --padding 2 --pool 2 --pool-padding 1 --ceil-mode --residual" \
+            "--batch 9 --in-channels 600 --out-channels 12 --height 7 --width 6 --padding 1 --pool 3 --pool-stride 2" \
+            "--dtype bfloat16 --batch 3 --in-channels 40 --out-channels 17 --height 5 --width 7 --padding 1 --pool 1"; do
+  "$cli" $side --iters 1 --warmup 0 --impl winograd --show-tiling --dump-dir "$tmp/sbs" >"$tmp/sbs.out" ||
+    { echo "side by side: run failed: $side"; fail=1; }
+  grep -q 'images side by side' "$tmp/sbs.out" || { echo "side by side: the images were not side by side: $side"; fail=1; }
+  "$cli" $side --iters 1 --warmup 0 --impl winograd --rows-per-item 1 --dump-dir "$tmp/sbs1" >/dev/null ||
+    { echo "side by side: one image per item failed: $side"; fail=1; }
+  "$cli" $side --iters 1 --warmup 0 --impl winograd --threads 1 --dump-dir "$tmp/sbs2" >/dev/null ||
+    { echo "side by side: 1 thread failed: $side"; fail=1; }
+  cmp -s "$tmp/sbs/out.bin" "$tmp/sbs1/out.bin" || { echo "side by side differs from one image per item: $side"; fail=1; }
+  cmp -s "$tmp/sbs/out.bin" "$tmp/sbs2/out.bin" || { echo "side by side differs on 1 thread: $side"; fail=1; }
+done
+
 # ---- CONVPOOL_VERBOSE: the library's lines on stderr, none without it ----
 # One line at create (algorithm, kernel, layer shape, threads), one per run
 # (2 warm-up + 3 timed: shapes, threads, items, time), none on stdout.

@@ -171,8 +171,8 @@ static void run_item(const cp_wino_transforms *t, const item_case *ic, double *m
       CHECK(scale >= 0, "%s: block %d of even weights goes direct", t->name, cb);
     u_max = scale > u_max ? scale : u_max;
   }
-  const cp_wino_screen screen = {CP_WINO_RATIO, CP_WINO_RATIO_SUM, cp_wino_limit(u_max), ic->rows,
-                                 ic->cols};
+  const cp_wino_screen screen = {
+      CP_WINO_RATIO, CP_WINO_RATIO_SUM, cp_wino_limit(u_max), ic->rows, ic->cols, 0, 0};
   const size_t vs = cp_wino_v_stride(cin, (size_t)nr);
   float *v = tu_xmalloc(nblk * CP_WINO_POINTS * vs * sizeof(float));
   unsigned char *flags = tu_xmalloc(tiles);

@@ -74,6 +74,11 @@ typedef struct cp_algorithm {
      one item so, a shorter last item included. */
   double (*cost)(const cp_plan *pl);
 
+  /* Optional: batch images per item (pl->images; 1 or NULL: one). Called
+     before the item search with the plan's shapes, setup and blocking; with
+     more than one, items are whole images side by side (plan.h). */
+  int64_t (*images_per_item)(const cp_plan *pl);
+
   /* Optional: whether items of the geometry's size are still worth making
      (the search makes items smaller for the threads while they are); NULL:
      always. */

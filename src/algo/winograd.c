@@ -115,6 +115,7 @@ typedef struct cp_wino_tiles {
   size_t th, tw, tw_pad; /* tile rows, tiles per row, tiles per row rounded up to 4 */
   size_t tiles;          /* th * tw_pad: kernel lanes used */
   size_t nblk, t_alloc;  /* blocks of NR lanes, and their lanes */
+  size_t slot, slots;    /* images side by side: slots of slot tile columns (0: one image) */
 } cp_wino_tiles;
 
 /* The plan's own state, for the item size. */
@@ -166,6 +167,43 @@ static void cp_wino_choose_products(cp_plan *pl, size_t tiles) {
   }
 }
 
+/*
+ * Images side by side (plan.h: images): where a small image's tiles leave
+ * most lanes of a register tile empty (a row of 4-tile vector loads pads a
+ * 7x7 conv output's 2 x 2 tiles to 2 x 4), the items are whole images whose
+ * panels lie side by side in each row, a slot of tw + 1 tile columns each
+ * (the conv output's tw, then one whose outputs are dropped: its 6x6 input
+ * reaches into the next slot, where a tile would need the image's own
+ * zero columns). The tiles of several images then fill the lanes (8 images
+ * at 7x7: 2 x 24 tiles, 32 of them outputs), and the products stream U once
+ * for all of them. Each image's tiles are on the same grid as alone, with
+ * the same sums and flags: the same bytes as items of one image.
+ */
+static size_t cp_wino_slot(const cp_plan *pl) {
+  return ((size_t)pl->conv_cols + 3) / CP_WINO_M + 1;
+}
+
+/* Images per item for a batch of conv outputs oh x ow (1: one): all of the
+   batch where side by side wastes fewer lanes than alone and an image's
+   tiles fill less than 16 lanes, halved until V fits its budget. */
+static int64_t cp_wino_images(const cp_blocking *cfg, int64_t c_in, int64_t batch, int64_t oh,
+                              int64_t ow) {
+  const int64_t th = (oh + 3) / CP_WINO_M, tw = (ow + 3) / CP_WINO_M;
+  const int64_t alone = (tw + 3) / 4 * 4;
+  if (batch < 2 || th * alone > 16 || alone <= tw + 1) return 1;
+  int64_t images = batch;
+  for (; images > 1; images = (images + 1) / 2) {
+    const double lanes = (double)((th * ((images * (tw + 1) + 3) / 4 * 4) + 15) / 16 * 16);
+    if (CP_WINO_POINTS * (double)c_in * lanes * sizeof(float) <= (double)cfg->wino_v_kib * 1024)
+      break;
+  }
+  return images;
+}
+
+static int64_t cp_wino_images_per_item(const cp_plan *pl) {
+  return cp_wino_images(pl->cfg, pl->c_in, pl->batch, pl->oh, pl->ow);
+}
+
 static cp_wino_tiles cp_wino_tiles_of_item(const cp_plan *pl, const cp_item *it) {
   cp_wino_tiles t;
   const size_t nr = cp_wino_nr(pl);
@@ -173,6 +211,9 @@ static cp_wino_tiles cp_wino_tiles_of_item(const cp_plan *pl, const cp_item *it)
   t.dy = (size_t)it->y0 % CP_WINO_M, t.dx = (size_t)it->x0 % CP_WINO_M;
   t.th = ((size_t)(it->y0 + it->ny) + 3) / CP_WINO_M - t.ty0;
   t.tw = ((size_t)(it->x0 + it->nx) + 3) / CP_WINO_M - t.tx0;
+  t.slot = 0, t.slots = 0;
+  if (pl->images > 1) /* whole images side by side, a slot each */
+    t.slot = cp_wino_slot(pl), t.slots = (size_t)it->nb, t.tw = t.slots * t.slot;
   t.tw_pad = cp_round_up(t.tw, 4);
   t.tiles = t.th * t.tw_pad;
   t.nblk = (t.tiles + nr - 1) / nr;
@@ -257,6 +298,9 @@ static cp_wino_tiles cp_wino_tiles_max(cp_plan *pl) {
                        4);
     if (tw > t.tw_pad) t.tw_pad = tw;
   }
+  if (pl->images > 1) /* the slots of a whole item */
+    t.slot = cp_wino_slot(pl), t.slots = (size_t)pl->images,
+    t.tw_pad = cp_round_up(t.slots * t.slot, 4);
   t.tw = t.tw_pad;
   t.tiles = t.th * t.tw_pad;
   cp_wino_choose_products(pl, t.tiles);
@@ -314,6 +358,7 @@ static int cp_wino_geometry(cp_plan *pl) {
   wp->pass = cp_wino_pass(pl, t.t_alloc);
   wp->tf = cp_wino_transforms_select(pl->setup->isa);
   pl->buf_row_ld = CP_WINO_M * t.tw_pad;
+  pl->buf_image_cols = CP_WINO_M * t.slot;
   pl->buf_cols = CP_WINO_M * t.th * pl->buf_row_ld;
   if (!cp_mul(mr, pl->buf_cols, &conv) || !cp_mul(wp->pass * CP_WINO_POINTS * mr, t.t_alloc, &m) ||
       !cp_add(cp_round_up(conv, line), m, &n) || !cp_add(n, mr * nr, &n) ||
@@ -398,7 +443,9 @@ static unsigned cp_wino_flag_border(const cp_plan *pl, const cp_wino_tiles *t,
     const int rows_out =
         (pad[CP_TOP] > 1 && y < 0) || (pad[CP_BOTTOM] > 1 && y + CP_WINO_ALPHA > pl->height);
     for (size_t tc = 0; tc < t->tw; tc++) {
-      const int64_t x = (int64_t)(CP_WINO_M * (t->tx0 + tc)) - pad[CP_LEFT];
+      const size_t lc = t->slot > 0 ? tc % t->slot : tc; /* in its image */
+      if (t->slot > 0 && lc + 1 == t->slot) continue;    /* a slot's last: no outputs */
+      const int64_t x = (int64_t)(CP_WINO_M * (t->tx0 + lc)) - pad[CP_LEFT];
       const int out = rows_out || (pad[CP_LEFT] > 1 && x < 0) ||
                       (pad[CP_RIGHT] > 1 && x + CP_WINO_ALPHA > pl->width);
       if (out) flags[tr * t->tw_pad + tc] = 1, any = 1;
@@ -421,6 +468,7 @@ static cp_wino_screen cp_wino_screen_of(const cp_run *r, const cp_wino_tiles *t)
   sc.limit = cp_wino_limit(u_max);
   sc.rows = pl->oh - 4 * (int64_t)t->ty0;
   sc.cols = pl->ow - 4 * (int64_t)t->tx0;
+  sc.slot = (int64_t)t->slot, sc.slots = (int64_t)t->slots;
   return sc;
 }
 
@@ -434,9 +482,25 @@ static void cp_wino_pack_slice(const cp_run *r, const cp_item *it, float *panel,
   const size_t c_in = (size_t)pl->c_in, c0 = slice * CP_WINO_SLICE;
   const size_t c1 = c0 + CP_WINO_SLICE < c_in ? c0 + CP_WINO_SLICE : c_in;
   /* the input of every tile: inside the input or zero, whatever the item */
-  cp_pack_panel_steps(&src, (int64_t)(CP_WINO_M * t.ty0) - pl->pad[CP_TOP], CP_WINO_M * t.th + 2,
-                      (int64_t)(CP_WINO_M * t.tx0) - pl->pad[CP_LEFT], CP_WINO_M * t.tw + 2, c0, c1,
-                      &wp->panel, panel);
+  const int64_t iy0 = (int64_t)(CP_WINO_M * t.ty0) - pl->pad[CP_TOP];
+  const int64_t ix0 = (int64_t)(CP_WINO_M * t.tx0) - pl->pad[CP_LEFT];
+  const size_t rows = CP_WINO_M * t.th + 2;
+  if (t.slot == 0) {
+    cp_pack_panel_steps(&src, iy0, rows, ix0, CP_WINO_M * t.tw + 2, c0, c1, &wp->panel, panel);
+  } else { /* each image in its slot, zeros past the last slot and below the rows */
+    const size_t width = CP_WINO_M * t.slot, used = t.slots * width;
+    const size_t ld = wp->panel.ld, cs = wp->panel.cs;
+    for (size_t j = 0; j < t.slots; j++) {
+      const cp_panel_src image = cp_panel_src_of(r, it->b + (int64_t)j);
+      cp_pack_panel_slot(&image, iy0, rows, ix0, width, c0, c1, &wp->panel, panel + j * width);
+    }
+    for (size_t c = c0; c < c1; c++) {
+      float *plane = panel + c * cs;
+      for (size_t y = 0; y < rows; y++)
+        memset(plane + y * ld + used, 0, (ld - used) * sizeof(float));
+      memset(plane + rows * ld, 0, (cs - rows * ld) * sizeof(float));
+    }
+  }
   if (c1 == c_in) cp_pack_panel_slack(&src, &wp->panel, panel);
   const size_t nr = cp_wino_nr(pl);
   wp->tf->input(panel + c0 * wp->panel.cs, wp->panel.cs, wp->panel.ld, c1 - c0, t.tiles, t.tw_pad,
@@ -554,13 +618,16 @@ static void cp_wino_compute_block(const cp_run *r, const cp_item *it, const floa
 static void cp_wino_describe(const cp_plan *pl, char *text, size_t capacity) {
   const cp_wino_plan *wp = cp_wino_plan_of(pl);
   const cp_wino_tiles *t = &wp->max;
-  char sweep[512];
+  char sweep[512], side[96] = "";
+  if (t->slot > 0)
+    snprintf(side, sizeof side, ", %zu images side by side in slots of %zu tile columns", t->slots,
+             t->slot);
   snprintf(
       sweep, sizeof sweep,
-      "fp32; F(4x4,3x3), points 0, +-5/8, +-3/2; up to %zu x %zu tiles per item (%zu lanes in "
+      "fp32; F(4x4,3x3), points 0, +-5/8, +-3/2; up to %zu x %zu tiles per item%s (%zu lanes in "
       "%zu blocks of %zu), V %zu KiB; products (%s) of %zu channel blocks per pass; transforms %s; "
       "shift-reduce: tiles of wide range or padding > 1; uneven/huge filters",
-      t->th, t->tw, t->tiles, t->nblk, cp_wino_nr(pl), wp->v_floats * sizeof(float) >> 10,
+      t->th, t->tw, side, t->tiles, t->nblk, cp_wino_nr(pl), wp->v_floats * sizeof(float) >> 10,
       wp->uk->name, wp->pass, wp->tf->name);
   cp_sr_describe_tile(pl, (int64_t)(CP_WINO_M * t->th + 2), sweep, text, capacity);
 }
@@ -569,17 +636,18 @@ static void cp_wino_describe(const cp_plan *pl, char *text, size_t capacity) {
  * Auto's rule, measured on 2 cores (README, "Choosing the algorithm"; the
  * thresholds are config.c's): the transforms and the 36 points' weights (4x
  * the direct weights, read once per item) cost more than the products they
- * save when an image has few tiles (conv outputs of 8x8 or less: items do not
- * span images, so a batch does not make an image's tiles more), little work
- * in all (batch x tiles x c_in x c_out), or few input channels, where the
- * input transform is not amortised: shift-reduce computes those runs (8
- * images of 512 -> 512 channels at 7x7: 50 ms with Winograd, 27-31 ms with
- * shift-reduce, 2 threads).
+ * save when an item has few tiles (one conv output of 8x8 or less; images
+ * side by side count together), little work in all (batch x tiles x c_in x
+ * c_out), or few input channels, where the input transform is not
+ * amortised: shift-reduce computes those runs. 512 -> 512 channels at 7x7,
+ * Zen 4: 1 image 1.6 ms with shift-reduce; side by side, 2 images 2.65 ms
+ * against 2.96, 4 images 4.0 against 6.7, 8 images 6.5 against 13.5.
  */
 static int cp_wino_hands_over(const cp_layer *layer, const cp_blocking *cfg, int64_t batch,
                               int64_t oh, int64_t ow) {
-  /* items never span images: an image's tiles are what one pass over U serves */
-  const double tiles = (double)((oh + 3) / CP_WINO_M) * (double)((ow + 3) / CP_WINO_M);
+  /* the tiles of an item's images are what one pass over U serves */
+  const double tiles = (double)((oh + 3) / CP_WINO_M) * (double)((ow + 3) / CP_WINO_M) *
+                       (double)cp_wino_images(cfg, layer->c_in, batch, oh, ow);
   return tiles < cfg->wino_min_tiles || layer->c_in < cfg->wino_min_c_in ||
          (double)batch * tiles * (double)layer->c_in * (double)layer->c_out < cfg->wino_min_work;
 }
@@ -594,6 +662,7 @@ const cp_algorithm cp_algorithm_winograd = {
     .geometry = cp_wino_geometry,
     .fits = cp_wino_fits,
     .cost = cp_wino_cost,
+    .images_per_item = cp_wino_images_per_item,
     .worth_splitting_to = cp_wino_worth_splitting_to,
     .schedule = cp_wino_schedule,
     .prepare = cp_wino_prepare,

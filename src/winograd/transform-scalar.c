@@ -64,9 +64,11 @@ size_t cp_wino_screen_tiles(const float *sums, size_t slices, size_t slice_float
     float s16[16], amax = a[0][0];
     CP_W_WINDOWS(a, s16);
     for (int i = 1; i < 36; i++) amax = amax > a[i / 6][i % 6] ? amax : a[i / 6][i % 6];
-    flags[n] = (unsigned char)cp_wino_screen_tile(screen, c_in, s16, dmax, amax,
-                                                  screen->rows - 4 * (int64_t)(n / tw_pad),
-                                                  screen->cols - 4 * (int64_t)(n % tw_pad));
+    int64_t tc = (int64_t)(n % tw_pad), cols = screen->cols;
+    if (screen->slot > 0) /* a column of its image's slot; none past the last slot */
+      cols = tc / screen->slot < screen->slots ? screen->cols : 0, tc %= screen->slot;
+    flags[n] = (unsigned char)cp_wino_screen_tile(
+        screen, c_in, s16, dmax, amax, screen->rows - 4 * (int64_t)(n / tw_pad), cols - 4 * tc);
     flagged += flags[n];
   }
   return flagged;

@@ -134,6 +134,10 @@ typedef struct cp_wino_screen {
   float limit;     /* the largest L of a tile computed by Winograd */
   int64_t rows;    /* conv output rows that exist from the first tile row */
   int64_t cols;    /* conv output columns that exist from the first tile column */
+  /* 0, or images side by side: `slots` slots of `slot` tile columns each,
+     where cols counts from each slot's first column (tiles past the last
+     slot have no outputs) */
+  int64_t slot, slots;
 } cp_wino_screen;
 
 /* The limit of a screen for blocks whose largest |U| is u_max. */
