@@ -8,7 +8,8 @@
  *  2. One operator per thread (different thread counts and algorithms), all
  *     running at once: every output is byte-identical to the single-threaded
  *     result of its algorithm, which matches the reference; the same for a
- *     depthwise layer on the depthwise algorithm and auto.
+ *     depthwise layer on the depthwise algorithm and auto; the same for
+ *     Winograd with a batch of 7x7 images side by side (and apart).
  *  3. Concurrent failures on different threads: each thread's
  *     convpool_last_error() names its own offending value.
  *  4. Create/destroy churn and one-shot calls on many threads at once.
@@ -276,6 +277,8 @@ static void test_own_ops(void) {
 typedef struct dw_arg {
   int threads;
   convpool_algo algo;
+  int64_t batch, height, width;
+  int rows_per_item;
   const convpool_layer *layer;
   const void *x, *w, *expected;
   size_t y_bytes;
@@ -293,6 +296,7 @@ static void *dw_runner(void *raw) {
   convpool_options_init(&o);
   o.threads = a->threads;
   o.algo = a->algo;
+  o.rows_per_item = a->rows_per_item;
   convpool_op *op = NULL;
   convpool_status st = convpool_op_create_layer(a->layer, a->w, NULL, &o, &op);
   if (st != CONVPOOL_SUCCESS || y == NULL) {
@@ -304,7 +308,7 @@ static void *dw_runner(void *raw) {
   while (!atomic_load(a->go)) sched_yield();
   for (int r = 0; r < g_rounds; r++) {
     memset(y, PATTERN, a->y_bytes);
-    st = convpool_op_run(op, a->x, DW_BATCH, DW_H, DW_W, y, a->y_bytes);
+    st = convpool_op_run(op, a->x, a->batch, a->height, a->width, y, a->y_bytes);
     a->runs++;
     if (st != CONVPOOL_SUCCESS || memcmp(y, a->expected, a->y_bytes) != 0) {
       if (a->wrong++ == 0)
@@ -353,6 +357,7 @@ static void test_depthwise_ops(void) {
       args[i].algo = i % 2 ? CONVPOOL_ALGO_AUTO : CONVPOOL_ALGO_DEPTHWISE;
       args[i].layer = &l, args[i].x = x, args[i].w = w, args[i].expected = expected;
       args[i].y_bytes = y_bytes, args[i].go = &go;
+      args[i].batch = DW_BATCH, args[i].height = DW_H, args[i].width = DW_W;
     }
     start_all(t, THREADS, dw_runner, args, sizeof args[0]);
     atomic_store(&go, 1);
@@ -367,6 +372,71 @@ static void test_depthwise_ops(void) {
         "depthwise operator per thread, %d threads: %ld runs, all byte-identical to the "
         "single-threaded result\n",
         THREADS, runs);
+  }
+  free(x), free(w), free(expected);
+}
+
+/* ---- 2c. Winograd with images side by side, operators per thread ---- */
+
+/* 7x7 images of a batch side by side in one Winograd item (plan.h: images),
+   on THREADS threads at once, each its own operator of 1..3 threads, half of
+   them with one image per item (rows_per_item forced): every output
+   byte-identical to the single-threaded run with the images side by side. */
+enum { SBS_BATCH = 6, SBS_H = 7, SBS_W = 7 };
+
+static void test_side_by_side_ops(void) {
+  convpool_layer l;
+  convpool_layer_init(&l, CONVPOOL_FLOAT32, 40, 24, 3, 1);
+  for (int s = 0; s < 4; s++) l.padding[s] = 1;
+  l.activation = CONVPOOL_ACTIVATION_RELU;
+  const size_t x_n = (size_t)SBS_BATCH * 24 * SBS_H * SBS_W, w_n = 40 * 24 * 9;
+  const size_t y_bytes = (size_t)SBS_BATCH * 40 * SBS_H * SBS_W * sizeof(float);
+  float *x = malloc(x_n * sizeof(float)), *w = malloc(w_n * sizeof(float));
+  void *expected = malloc(y_bytes);
+  if (x == NULL || w == NULL || expected == NULL) {
+    REL_CHECK(0, "side by side: out of memory");
+    free(x), free(w), free(expected);
+    return;
+  }
+  tu_rng rng = {78};
+  rel_fill(x, x_n, CONVPOOL_FLOAT32, &rng, -1.0f, 1.0f);
+  rel_fill(w, w_n, CONVPOOL_FLOAT32, &rng, -1.0f, 1.0f);
+  convpool_options o;
+  convpool_options_init(&o);
+  o.threads = 1;
+  o.algo = CONVPOOL_ALGO_WINOGRAD;
+  convpool_status st =
+      convpool_layer_run(&l, x, SBS_BATCH, SBS_H, SBS_W, w, NULL, expected, y_bytes, &o);
+  REL_CHECK(st == CONVPOOL_SUCCESS, "side by side: single-threaded run: %s", convpool_last_error());
+  if (st == CONVPOOL_SUCCESS) {
+    pthread_t t[THREADS];
+    dw_arg args[THREADS];
+    atomic_int go;
+    atomic_init(&go, 0);
+    memset(args, 0, sizeof args);
+    for (int i = 0; i < THREADS; i++) {
+      args[i].threads = 1 + i % 3;
+      args[i].algo = CONVPOOL_ALGO_WINOGRAD;
+      args[i].rows_per_item = i % 2 ? 7 : 0;
+      args[i].layer = &l, args[i].x = x, args[i].w = w, args[i].expected = expected;
+      args[i].y_bytes = y_bytes, args[i].go = &go;
+      args[i].batch = SBS_BATCH, args[i].height = SBS_H, args[i].width = SBS_W;
+    }
+    start_all(t, THREADS, dw_runner, args, sizeof args[0]);
+    atomic_store(&go, 1);
+    join_all(t, THREADS);
+    long runs = 0, wrong = 0;
+    for (int i = 0; i < THREADS; i++) {
+      REL_CHECK(args[i].wrong == 0,
+                "side by side, thread %d (%d threads, rows %d): %ld wrong, first: %s", i,
+                args[i].threads, args[i].rows_per_item, args[i].wrong, args[i].first_wrong);
+      runs += args[i].runs, wrong += args[i].wrong;
+    }
+    if (wrong == 0)
+      printf(
+          "Winograd with images side by side, operator per thread, %d threads: %ld runs, all "
+          "byte-identical to the single-threaded result\n",
+          THREADS, runs);
   }
   free(x), free(w), free(expected);
 }
@@ -613,6 +683,7 @@ int main(int argc, char **argv) {
     test_shared_op();
     test_own_ops();
     test_depthwise_ops();
+    test_side_by_side_ops();
     test_error_messages();
     test_churn();
     test_destroy_race();
