@@ -88,6 +88,10 @@ void cp_epilogue_select(cp_epilogue *e, cp_isa isa) {
   if (plain && isa >= CP_ISA_AVX512 && p->pool == 1) {
     e->row = cp_epilogue_row_pool1_avx512f;
     e->name = "pool1-avx512f";
+  } else if (!p->bias_first && p->residual && isa >= CP_ISA_AVX512 && p->pool == 1 &&
+             p->stride == 1) {
+    e->row = cp_epilogue_row_pool1_res_avx512f;
+    e->name = "pool1-residual-avx512f";
   } else if (plain && isa >= CP_ISA_AVX512 && p->pool == 2) {
     e->row = cp_epilogue_row_pool2_avx512f;
     e->name = "pool2-avx512f";

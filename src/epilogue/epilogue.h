@@ -75,6 +75,8 @@ void cp_epilogue_row_portable(const cp_epilogue_params *p, const cp_pool_row *ro
                               const float *bias, void *dst);
 void cp_epilogue_row_pool1_avx512f(const cp_epilogue_params *p, const cp_pool_row *row,
                                    const float *bias, void *dst);
+void cp_epilogue_row_pool1_res_avx512f(const cp_epilogue_params *p, const cp_pool_row *row,
+                                       const float *bias, void *dst);
 void cp_epilogue_row_pool2_avx512f(const cp_epilogue_params *p, const cp_pool_row *row,
                                    const float *bias, void *dst);
 void cp_epilogue_row_any_avx512f(const cp_epilogue_params *p, const cp_pool_row *row,

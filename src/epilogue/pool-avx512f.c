@@ -60,6 +60,36 @@ void cp_epilogue_row_pool1_avx512f(const cp_epilogue_params *p, const cp_pool_ro
   }
 }
 
+/* Pool 1 of stride 1 with a residual: conv + residual, then bias and clamp,
+   the portable row's order (its window of one value is that value). A
+   16-bit residual is widened 16 values at a time, so any run of a row (the
+   driver's compact rows) needs no scratch. */
+void cp_epilogue_row_pool1_res_avx512f(const cp_epilogue_params *p, const cp_pool_row *row,
+                                       const float *bias, void *dst) {
+  const cp_store_kind store = p->store;
+  const float *src = row->src;
+  const size_t n = row->n;
+  const __m512 b = _mm512_set1_ps(bias != NULL ? *bias : 0.0f);
+  const __m512 lo = _mm512_set1_ps(p->min), hi = _mm512_set1_ps(p->max);
+  const int clamp = p->min > -INFINITY || p->max < INFINITY;
+  float wide[16];
+  for (size_t t = 0; t < n; t += 16) {
+    const size_t k = n - t >= 16 ? 16 : n - t;
+    const __mmask16 mask = k == 16 ? (__mmask16)0xffff : (__mmask16)((1u << k) - 1u);
+    __m512 r;
+    if (p->res_widen != NULL) {
+      p->res_widen((const uint16_t *)row->res + t, wide, k);
+      r = _mm512_maskz_loadu_ps(mask, wide);
+    } else {
+      r = _mm512_maskz_loadu_ps(mask, (const float *)row->res + t);
+    }
+    __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, src + t), r);
+    if (bias != NULL) v = _mm512_add_ps(v, b);
+    if (clamp) v = cp_clamp(v, lo, hi);
+    cp_store16(dst, t, v, mask, store);
+  }
+}
+
 void cp_epilogue_row_pool2_avx512f(const cp_epilogue_params *p, const cp_pool_row *row,
                                    const float *bias, void *dst) {
   const cp_store_kind store = p->store;
