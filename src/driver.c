@@ -55,12 +55,10 @@ static void cp_epilogue_item(const cp_epilogue *e, const cp_plan *pl, const cp_i
                                                    es;
   /* Pool 1 of stride 1 over whole rows that lie compact in the buffer: a
      channel's rows are one run in the buffer, in dst and in the residual
-     (the conv output's size with pool 1), computed by one call of the
-     AVX-512 pool 1 row, with or without the residual, which needs no
-     scratch (the other rows use the row scratch, sized for one row). */
-  if (P == 1 && S == 1 && it->nc == (int64_t)pw && pl->buf_row_ld == pw &&
-      (residual == NULL ? e->row == cp_epilogue_row_pool1_avx512f
-                        : e->row == cp_epilogue_row_pool1_res_avx512f)) {
+     (the conv output's size with pool 1), computed by one call of a compact
+     row, which needs no scratch (the other rows use the row scratch, sized
+     for one row). */
+  if (e->compact && P == 1 && S == 1 && it->nc == (int64_t)pw && pl->buf_row_ld == pw) {
     const size_t n = (size_t)it->nq * pw;
     cp_pool_row r = {NULL, pl->buf_row_ld, 1, n, 0, n, row, NULL, ow};
     const unsigned char *res =

@@ -94,6 +94,45 @@ static void compare_row(const cp_epilogue *vec, cp_epilogue_row_fn fn, const cha
   }
 }
 
+/* A compact run (e->compact: pool 1 of stride 1 over a channel's rows end
+   to end): n values of one window row in one call, longer than the row
+   functions' stack chunks, against the portable row on the same run. */
+static void check_compact_run(const cp_epilogue *vec, convpool_dtype dtype, size_t n, tu_rng *rng) {
+  enum { MAX_N = 300 };
+  float src[MAX_N], res_f[MAX_N], tmp_a[2 * MAX_N + MAX_N];
+  uint32_t res[MAX_N];
+  unsigned char want[MAX_N * 4 + 64], got[MAX_N * 4 + 64];
+  for (size_t i = 0; i < n; i++) {
+    src[i] = special(rng, vec->params.min, vec->params.max);
+    res_f[i] = special(rng, vec->params.min, vec->params.max);
+  }
+  residual_values(dtype, res_f, res, n);
+  const float bias_value = (float)(4.0 * tu_uniform(rng) - 2.0);
+  const float *bias = tu_uniform(rng) < 0.5 ? &bias_value : NULL;
+  cp_pool_row a = {.src = src,
+                   .ld = n,
+                   .rows = 1,
+                   .cols = n,
+                   .off = 0,
+                   .n = n,
+                   .tmp = tmp_a,
+                   .res = vec->params.residual ? (const void *)res : NULL,
+                   .res_ld = n};
+  cp_pool_row b = a;
+  b.tmp = NULL; /* a compact row takes no scratch */
+  memset(want, 0xa5, sizeof want);
+  memset(got, 0xa5, sizeof got);
+  cp_epilogue_row_portable(&vec->params, &a, bias, want);
+  vec->row(&vec->params, &b, bias, got);
+  rows_checked++;
+  if (memcmp(want, got, sizeof want) != 0) {
+    failures++;
+    fprintf(stderr, "FAIL: %s compact run n %zu store %d residual %d clamp [%g, %g] differs\n",
+            vec->name, n, (int)vec->params.store, vec->params.residual, (double)vec->params.min,
+            (double)vec->params.max);
+  }
+}
+
 /* A full row (the row function): P window rows, no padding, n whole
    windows and a few columns past the last. */
 static void check_row(const cp_epilogue *vec, convpool_dtype dtype, size_t n, tu_rng *rng) {
@@ -155,6 +194,9 @@ int main(void) {
               vector_rows++;
               for (size_t n = 1; n <= 50; n++)
                 for (int trial = 0; trial < 4; trial++) check_row(&e, dtypes[d], n, &rng);
+              if (e.compact)
+                for (size_t n = 1; n <= 300; n += 1 + n / 16)
+                  check_compact_run(&e, dtypes[d], n, &rng);
               if (e.row_clipped == cp_epilogue_row_portable) {
                 failures++;
                 fprintf(stderr, "FAIL: no vector clipped row for pool %zu stride %zu\n", pool,

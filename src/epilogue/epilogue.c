@@ -85,19 +85,26 @@ void cp_epilogue_select(cp_epilogue *e, cp_isa isa) {
   const int plain = !p->bias_first && !p->residual && p->stride == p->pool;
   e->row = cp_epilogue_row_portable;
   e->name = "portable";
+  e->compact = 0;
   if (plain && isa >= CP_ISA_AVX512 && p->pool == 1) {
     e->row = cp_epilogue_row_pool1_avx512f;
     e->name = "pool1-avx512f";
+    e->compact = 1;
   } else if (!p->bias_first && p->residual && isa >= CP_ISA_AVX512 && p->pool == 1 &&
              p->stride == 1) {
     e->row = cp_epilogue_row_pool1_res_avx512f;
     e->name = "pool1-residual-avx512f";
+    e->compact = 1;
   } else if (plain && isa >= CP_ISA_AVX512 && p->pool == 2) {
     e->row = cp_epilogue_row_pool2_avx512f;
     e->name = "pool2-avx512f";
   } else if (!p->bias_first && isa >= CP_ISA_AVX512) {
     e->row = cp_epilogue_row_any_avx512f;
     e->name = "any-avx512f";
+  } else if (!p->bias_first && isa >= CP_ISA_AVX2 && p->pool == 1 && p->stride == 1) {
+    e->row = cp_epilogue_row_pool1_avx2;
+    e->name = p->residual ? "pool1-residual-avx2" : "pool1-avx2";
+    e->compact = 1;
   } else if (!p->bias_first && isa >= CP_ISA_AVX2) {
     e->row = cp_epilogue_row_any_avx2;
     e->name = "any-avx2";

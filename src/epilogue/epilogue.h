@@ -69,6 +69,8 @@ typedef struct cp_epilogue {
   cp_epilogue_row_fn row;         /* full rows */
   cp_epilogue_row_fn row_clipped; /* any row (pool padding, ceil sizing, the output's edge) */
   const char *name;               /* of the row function, for the plan's description */
+  int compact; /* row takes any run of n values of one channel (pool 1, stride 1, rows
+                  ld apart lying end to end), without tmp: a channel's rows in one call */
 } cp_epilogue;
 
 void cp_epilogue_row_portable(const cp_epilogue_params *p, const cp_pool_row *row,
@@ -81,11 +83,13 @@ void cp_epilogue_row_pool2_avx512f(const cp_epilogue_params *p, const cp_pool_ro
                                    const float *bias, void *dst);
 void cp_epilogue_row_any_avx512f(const cp_epilogue_params *p, const cp_pool_row *row,
                                  const float *bias, void *dst);
+void cp_epilogue_row_pool1_avx2(const cp_epilogue_params *p, const cp_pool_row *row,
+                                const float *bias, void *dst);
 void cp_epilogue_row_any_avx2(const cp_epilogue_params *p, const cp_pool_row *row,
                               const float *bias, void *dst);
 
-/* Fill e->row, e->row_clipped and e->name: the fastest row functions for
-   e->params on isa. */
+/* Fill e->row, e->row_clipped, e->name and e->compact: the fastest row
+   functions for e->params on isa. */
 void cp_epilogue_select(cp_epilogue *e, cp_isa isa);
 
 #endif
