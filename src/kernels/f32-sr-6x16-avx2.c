@@ -17,4 +17,5 @@
 #define CP_BVEC __m256
 #define CP_BCAST(p) _mm256_broadcast_ss(p)
 #define CP_MAC(acc, b, x) _mm256_fmadd_ps(b, x, acc)
+#define CP_PREFETCH_AHEAD 8 /* the 16 positions span at most 2 cache lines */
 #include "sr-template.h"

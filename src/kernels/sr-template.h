@@ -14,6 +14,13 @@
  *   CP_XVEC, CP_LOAD(ptr)      input vector type and its unaligned load
  *   CP_BVEC, CP_BCAST(ptr)     one packed weight in every lane
  *   CP_MAC(acc, b, x)          acc + b * x (or the pair dot product)
+ * and optionally
+ *   CP_PREFETCH_AHEAD          in the GEMM loop (k = 1), prefetch the input of
+ *                              the channel step this many steps ahead: its
+ *                              rows are cs apart, too far apart for the
+ *                              hardware prefetcher when c_in is deep (1x1
+ *                              layers of 1024-2048 channels on Zen 3: 1224 ->
+ *                              910 us for 1024->256 at 14x14)
  */
 #include <immintrin.h>
 
@@ -28,6 +35,11 @@ void CP_FN(const void *xv, size_t cs, size_t rs, size_t c_in, size_t k, const fl
   if (k == 1) { /* a GEMM (im2col, Winograd): one loop, the same order of sums */
     for (size_t c = 0; c < c_in; c++) {
       const CP_ELEM *xr = x + c * cs;
+#ifdef CP_PREFETCH_AHEAD
+      _mm_prefetch((const char *)(xr + CP_PREFETCH_AHEAD * cs), _MM_HINT_T0);
+      _mm_prefetch((const char *)(xr + CP_PREFETCH_AHEAD * cs + CP_LANES * CP_NRV - 1),
+                   _MM_HINT_T0);
+#endif
       CP_XVEC xin[CP_NRV];
 #pragma GCC unroll 4
       for (int v = 0; v < CP_NRV; v++) xin[v] = CP_LOAD(xr + CP_LANES * v);
