@@ -161,7 +161,10 @@ static int cp_sr_geometry(cp_plan *pl) {
   const size_t flat_len = (conv_rows - 1) * ld + cw;
   const size_t flat_tiles = (flat_len + nr - 1) / nr;
   const size_t row_tiles = conv_rows * ((cw + nr - 1) / nr);
-  sp->flat = flat_tiles < row_tiles;
+  /* A 1x1 filter has no halo: flat tiles waste nothing, and when they are
+     as many as per-row ones the buffer's rows lie compact (ld = the conv
+     width), which the epilogue takes one channel at a time. */
+  sp->flat = flat_tiles < row_tiles || (flat_tiles == row_tiles && k == 1);
   sp->tiles = sp->flat ? flat_tiles : row_tiles;
   pl->buf_row_ld = sp->flat ? ld : cp_round_up(cw, nr);
   pl->buf_cols = sp->flat ? flat_tiles * nr : conv_rows * pl->buf_row_ld;
@@ -425,7 +428,7 @@ static void cp_sr_describe(const cp_plan *pl, char *text, size_t capacity) {
              (long long)s->k);
   snprintf(
       sweep, sizeof sweep, "%s%s; sweep %s%s", s->uk->cpack == 2 ? "bf16 channel pairs" : "fp32",
-      split, sp->flat ? "flat over rows (narrow rows)" : "per conv row",
+      split, sp->flat ? "flat over rows" : "per conv row",
       cp_sr_reads_in_place(pl) ? "; an item whose window lies inside the image reads it in place"
                                : "");
   cp_sr_describe_tile(pl, (pl->conv_rows - 1) * pl->conv_stride + pl->extent, sweep, text,
