@@ -309,6 +309,34 @@ CONVPOOL_API convpool_status convpool_shared_pool_set_threads(int threads);
 CONVPOOL_API convpool_status convpool_shared_pool_get_threads(int *threads);
 
 /**
+ * Run the process-wide pool on the OpenMP runtime's threads (1) or on
+ * threads of its own (0, the default). In OpenMP mode a run is one parallel
+ * region of the pool's size: in a process whose other libraries run on the
+ * same OpenMP runtime (torch and oneDNN as Debian builds them, on libgomp)
+ * the region reuses their threads, which spin for a while after each of
+ * their regions, instead of competing with them for the cores. Results are
+ * the same bytes in both modes. The pool's size still comes from
+ * convpool_shared_pool_set_threads; the runtime may give a region fewer
+ * threads (one, inside another parallel region). The runtime creates its
+ * threads itself and, unlike the pool's own threads, ends the process if it
+ * cannot (libgomp: "Thread creation failed"). Waits for a run in flight.
+ *
+ * @param enable  1: OpenMP's threads; 0: the pool's own
+ * @returns CONVPOOL_SUCCESS; CONVPOOL_INVALID_ARGUMENT for another value;
+ *          CONVPOOL_UNSUPPORTED for 1 when the library was built without
+ *          OpenMP (CMake option CONVPOOL_OPENMP, or a compiler without it);
+ *          CONVPOOL_OUT_OF_MEMORY or CONVPOOL_INTERNAL_ERROR if the pool's own
+ *          threads cannot be started again, in which case the mode stays
+ */
+CONVPOOL_API convpool_status convpool_shared_pool_use_openmp(int enable);
+
+/**
+ * The process-wide pool's mode (convpool_shared_pool_use_openmp).
+ * @param enabled  receives 1 (OpenMP's threads) or 0 (its own)
+ */
+CONVPOOL_API convpool_status convpool_shared_pool_get_openmp(int *enabled);
+
+/**
  * Replace the global allocator used when options->allocator is NULL.
  * @param allocator NULL restores the default (aligned malloc/free).
  * Call it while no operator exists.

@@ -14,6 +14,15 @@
  *
  * An operator owns a pool, or runs on the process-wide one (shared_pool),
  * which one lock hands to one run at a time.
+ *
+ * The process-wide pool can instead run on the OpenMP runtime's threads
+ * (convpool_shared_pool_use_openmp, in builds with OpenMP): a run is one
+ * parallel region whose threads take items from the same counter, and the
+ * pool has no workers of its own. In a process whose other libraries run on
+ * that runtime (torch, oneDNN) the regions reuse their threads, which spin
+ * for a while after each of their regions, instead of sharing the cores
+ * with them: two pools of spinning threads on two cores made every layer
+ * after one of torch's run at about one thread's speed.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "threadpool.h"
@@ -21,11 +30,15 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#ifdef CONVPOOL_HAVE_OPENMP
+#include <omp.h>
+#endif
 
 struct cp_threadpool {
   convpool_allocator allocator; /* a copy: the caller's struct need not outlive the pool */
   int threads;                  /* including the caller */
   int started;                  /* workers actually started */
+  int openmp;                   /* runs are OpenMP parallel regions; no workers */
   pthread_t *workers;
   pthread_mutex_t lock;
   pthread_cond_t work_ready;
@@ -96,16 +109,16 @@ static void *cp_worker_main(void *raw) {
 }
 
 /* Worker arguments live right after the pthread_t array in one allocation. */
-convpool_status cp_threadpool_create(int threads, const convpool_allocator *a,
-                                     cp_threadpool **out) {
+static convpool_status cp_threadpool_start(int threads, int openmp, const convpool_allocator *a,
+                                           cp_threadpool **out) {
   *out = NULL;
   cp_threadpool *p = cp_alloc(a, sizeof *p);
   if (p == NULL) return cp_fail(CONVPOOL_OUT_OF_MEMORY, "cannot allocate the thread pool");
-  *p = (cp_threadpool){.allocator = *a, .threads = threads};
+  *p = (cp_threadpool){.allocator = *a, .threads = threads, .openmp = openmp};
   atomic_init(&p->next, 0);
   atomic_init(&p->generation, 0);
   atomic_init(&p->busy_workers, 0);
-  int workers = threads - 1;
+  int workers = openmp ? 0 : threads - 1;
   if (workers > 0) {
     p->workers = cp_alloc(a, (size_t)workers * (sizeof(pthread_t) + sizeof(cp_worker_arg)));
     if (p->workers == NULL) {
@@ -140,18 +153,47 @@ error_mutex:
   return cp_fail(CONVPOOL_INTERNAL_ERROR, "cannot initialise the thread pool's locks");
 }
 
+convpool_status cp_threadpool_create(int threads, const convpool_allocator *a,
+                                     cp_threadpool **out) {
+  return cp_threadpool_start(threads, 0, a, out);
+}
+
 int cp_threadpool_threads(const cp_threadpool *p) {
   return p->threads;
 }
 
+#ifdef CONVPOOL_HAVE_OPENMP
+/* One parallel region of at most `active` threads; the runtime may give
+   fewer (a region inside another one gets one), never more. */
+static int cp_threadpool_run_openmp(cp_threadpool *p, int active) {
+  int used = 1;
+#pragma omp parallel num_threads(active)
+  {
+    const int thread = omp_get_thread_num();
+    if (thread == 0) used = omp_get_num_threads();
+    cp_take_items(p, thread);
+  }
+  return used;
+}
+#endif
+
 int cp_threadpool_run(cp_threadpool *p, cp_task_fn fn, void *context, int64_t items) {
   /* at most one thread per item: the others stay asleep */
-  const int active =
-      items < (int64_t)p->started + 1 ? (int)(items < 1 ? 1 : items) : p->started + 1;
+  const int64_t threads = p->openmp ? p->threads : (int64_t)p->started + 1;
+  const int active = items < threads ? (int)(items < 1 ? 1 : items) : (int)threads;
   if (active == 1) {
     for (int64_t i = 0; i < items; i++) fn(context, i, 0);
     return 1;
   }
+#ifdef CONVPOOL_HAVE_OPENMP
+  if (p->openmp) { /* the run's fields are the region's: no lock, no workers */
+    p->fn = fn;
+    p->context = context;
+    p->items = items;
+    atomic_store_explicit(&p->next, 0, memory_order_relaxed);
+    return cp_threadpool_run_openmp(p, active);
+  }
+#endif
   pthread_mutex_lock(&p->lock);
   p->fn = fn;
   p->context = context;
@@ -193,6 +235,7 @@ static pthread_mutex_t cp_shared_lock = PTHREAD_MUTEX_INITIALIZER;
 static cp_threadpool *cp_shared;     /* NULL before first use; guarded by cp_shared_lock */
 static atomic_int cp_shared_size;    /* threads of cp_shared, or asked for it; 0 = usable CPUs */
 static atomic_int cp_shared_started; /* cp_shared is not NULL (and never will be again) */
+static int cp_shared_openmp;         /* its runs are OpenMP regions; guarded by cp_shared_lock */
 
 convpool_status cp_shared_pool_acquire(cp_threadpool **pool) {
   *pool = NULL;
@@ -201,7 +244,7 @@ convpool_status cp_shared_pool_acquire(cp_threadpool **pool) {
     int threads = atomic_load(&cp_shared_size);
     if (threads == 0) threads = cp_cpu_usable_now();
     const convpool_status st =
-        cp_threadpool_create(threads, cp_allocator_or_default(NULL), &cp_shared);
+        cp_threadpool_start(threads, cp_shared_openmp, cp_allocator_or_default(NULL), &cp_shared);
     if (st != CONVPOOL_SUCCESS) {
       pthread_mutex_unlock(&cp_shared_lock);
       return st;
@@ -243,7 +286,7 @@ convpool_status convpool_shared_pool_set_threads(int threads) {
   } else if (cp_shared->threads != threads) {
     /* the new threads first: if they cannot start, the pool stays as it was */
     cp_threadpool *fresh;
-    st = cp_threadpool_create(threads, cp_allocator_or_default(NULL), &fresh);
+    st = cp_threadpool_start(threads, cp_shared_openmp, cp_allocator_or_default(NULL), &fresh);
     if (st == CONVPOOL_SUCCESS) {
       cp_threadpool_destroy(cp_shared);
       cp_shared = fresh;
@@ -258,5 +301,40 @@ convpool_status convpool_shared_pool_get_threads(int *threads) {
   cp_clear_error();
   if (threads == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "threads is NULL");
   *threads = cp_shared_pool_threads();
+  return CONVPOOL_SUCCESS;
+}
+
+convpool_status convpool_shared_pool_use_openmp(int enable) {
+  cp_clear_error();
+  if (enable != 0 && enable != 1)
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT, "enable = %d must be 0 or 1", enable);
+#ifndef CONVPOOL_HAVE_OPENMP
+  if (enable)
+    return cp_fail(CONVPOOL_UNSUPPORTED,
+                   "this build of the library has no OpenMP (the compiler had none, or it was "
+                   "configured with -DCONVPOOL_OPENMP=OFF)");
+#endif
+  convpool_status st = CONVPOOL_SUCCESS;
+  pthread_mutex_lock(&cp_shared_lock); /* waits for a run in flight */
+  if (cp_shared != NULL && cp_shared->openmp != enable) {
+    /* the new pool first: if its threads cannot start, the pool stays as it was */
+    cp_threadpool *fresh;
+    st = cp_threadpool_start(cp_shared->threads, enable, cp_allocator_or_default(NULL), &fresh);
+    if (st == CONVPOOL_SUCCESS) {
+      cp_threadpool_destroy(cp_shared);
+      cp_shared = fresh;
+    }
+  }
+  if (st == CONVPOOL_SUCCESS) cp_shared_openmp = enable;
+  pthread_mutex_unlock(&cp_shared_lock);
+  return st;
+}
+
+convpool_status convpool_shared_pool_get_openmp(int *enabled) {
+  cp_clear_error();
+  if (enabled == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "enabled is NULL");
+  pthread_mutex_lock(&cp_shared_lock);
+  *enabled = cp_shared_openmp;
+  pthread_mutex_unlock(&cp_shared_lock);
   return CONVPOOL_SUCCESS;
 }

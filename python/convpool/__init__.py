@@ -86,7 +86,7 @@ __all__ = [
     "Error", "InvalidArgumentError", "UnsupportedError", "OutOfMemoryError",
     "InvalidStateError", "InternalError", "LibraryNotFoundError", "IMPLS", "impls",
     "float32_to_bfloat16", "bfloat16_to_float32", "LayerSpec", "ACTIVATIONS",
-    "set_shared_threads", "shared_threads",
+    "set_shared_threads", "shared_threads", "set_shared_openmp", "shared_openmp",
 ]
 
 #: Names accepted by the ``activation`` argument (besides None and a (min, max) tuple).
@@ -667,6 +667,36 @@ def shared_threads():
     _check("convpool_shared_pool_get_threads",
            _shared_pool_function("convpool_shared_pool_get_threads")(ctypes.byref(count)))
     return count.value
+
+
+#: Whether set_shared_openmp was called: convpool.torch then leaves the mode alone.
+_shared_openmp_chosen = False
+
+
+def set_shared_openmp(enable):
+    """Run the process-wide pool on the OpenMP runtime's threads (True) or its own (False).
+
+    In a process whose other libraries run on the same OpenMP runtime (torch,
+    oneDNN) the runs then reuse their threads instead of competing with them
+    for the cores; the results are the same bytes. convpool.torch turns it on
+    by itself when torch and the library share one OpenMP runtime, unless this
+    was called first. Raises UnsupportedError when the library was built
+    without OpenMP.
+    """
+    global _shared_openmp_chosen
+    if not isinstance(enable, (bool, np.bool_)):
+        raise TypeError(f"enable must be True or False, got {enable!r}")
+    _check("convpool_shared_pool_use_openmp",
+           _shared_pool_function("convpool_shared_pool_use_openmp")(int(enable)))
+    _shared_openmp_chosen = True
+
+
+def shared_openmp():
+    """Whether the process-wide pool runs on the OpenMP runtime's threads."""
+    flag = ctypes.c_int()
+    _check("convpool_shared_pool_get_openmp",
+           _shared_pool_function("convpool_shared_pool_get_openmp")(ctypes.byref(flag)))
+    return bool(flag.value)
 
 
 # --------------------------------------------------------------------------

@@ -189,6 +189,8 @@ _OPTIONAL_PROTOTYPES = {
     "convpool_op_last_run_stats": (_st, [_vp, ctypes.POINTER(ConvpoolRunStats)]),
     "convpool_shared_pool_set_threads": (_st, [ctypes.c_int]),
     "convpool_shared_pool_get_threads": (_st, [ctypes.POINTER(ctypes.c_int)]),
+    "convpool_shared_pool_use_openmp": (_st, [ctypes.c_int]),
+    "convpool_shared_pool_get_openmp": (_st, [ctypes.POINTER(ctypes.c_int)]),
 }
 
 _lock = threading.Lock()

@@ -84,7 +84,8 @@ from torch import nn
 from torch.nn.utils import parametrize
 
 from . import (Operator, LayerSpec, InvalidArgumentError, OutOfMemoryError,
-               UnsupportedError, set_shared_threads, shared_threads)
+               UnsupportedError, set_shared_threads, shared_threads, set_shared_openmp)
+from . import _native
 from .layer import normalize_activation
 
 __all__ = ["ConvPool2d", "fuse", "FuseReport", "UnsupportedLayer", "fold_batchnorm"]
@@ -683,8 +684,49 @@ def _channels_last(x):
             and x.is_contiguous(memory_format=torch.channels_last))
 
 
+def _openmp_runtimes():
+    """The OpenMP runtimes mapped into this process (file paths), or None if unknown."""
+    try:
+        with open("/proc/self/maps", encoding="ascii", errors="replace") as maps:
+            paths = {line.split(None, 5)[5].strip() for line in maps
+                     if len(line.split(None, 5)) == 6}
+    except OSError:
+        return None
+    names = ("libgomp", "libiomp", "libomp")
+    return {p for p in paths if os.path.basename(p).startswith(names)}
+
+
+_openmp_decided = False
+
+
+def _share_torch_openmp():
+    """Once per process: run the shared pool on OpenMP's threads when torch and
+    the library use one and the same OpenMP runtime (Debian's torch and a
+    library built with gcc both use libgomp), unless the user chose a mode.
+    torch's threads spin for a while after each op; a pool of our own would
+    compete with them for the cores, a parallel region reuses them."""
+    global _openmp_decided
+    if _openmp_decided:
+        return
+    _openmp_decided = True
+    import convpool
+    if convpool._shared_openmp_chosen or not _native.has_symbol(
+            "convpool_shared_pool_use_openmp"):
+        return
+    runtimes = _openmp_runtimes()
+    if runtimes is None or len(runtimes) != 1 or not torch.__config__.parallel_info().count(
+            "OpenMP"):
+        return
+    try:
+        set_shared_openmp(True)
+    except UnsupportedError:             # a library built without OpenMP
+        return
+    convpool._shared_openmp_chosen = False   # chosen here, not by the user
+
+
 def _follow_torch_threads():
     """Size the process-wide pool to torch.get_num_threads(), as torch's ops run."""
+    _share_torch_openmp()
     want = max(1, min(torch.get_num_threads(), 1024))
     if shared_threads() != want:
         set_shared_threads(want)

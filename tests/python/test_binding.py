@@ -231,6 +231,35 @@ class TestOperator(unittest.TestCase):
         finally:
             convpool.set_shared_threads(before)
 
+    def test_shared_pool_openmp(self):
+        """The shared pool on the OpenMP runtime's threads: the same bytes, back and forth."""
+        was = convpool.shared_openmp()
+        with convpool.Operator(self.w, self.b, pool=2, threads=1) as own:
+            want = own(self.x)
+        try:
+            with self.assertRaises(TypeError):
+                convpool.set_shared_openmp(1)
+            try:
+                convpool.set_shared_openmp(True)
+            except convpool.UnsupportedError as exc:
+                self.assertIn("no OpenMP", exc.message)
+                self.assertFalse(convpool.shared_openmp())
+                self.skipTest("this libconvpool was built without OpenMP")
+            self.assertTrue(convpool.shared_openmp())
+            with convpool.Operator(self.w, self.b, pool=2, shared_pool=True) as op:
+                for n in (2, 1, 3):
+                    convpool.set_shared_threads(n)
+                    self.assertEqual(op(self.x).tobytes(), want.tobytes())
+                    self.assertLessEqual(op.last_run_stats()["threads"], n)
+                convpool.set_shared_openmp(False)
+                self.assertFalse(convpool.shared_openmp())
+                self.assertEqual(op(self.x).tobytes(), want.tobytes())
+        finally:
+            try:
+                convpool.set_shared_openmp(was)
+            except convpool.UnsupportedError:
+                pass
+
     def test_impl_values(self):
         with convpool.Operator(self.w, impl="sr") as op:
             want = op(self.x)

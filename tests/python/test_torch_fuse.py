@@ -537,6 +537,35 @@ class TestThreads(unittest.TestCase):
         for y in outputs[1:]:
             self.assertTrue(torch.equal(y, outputs[0]))      # the same bytes for every count
 
+    def test_shared_pool_takes_torchs_openmp_threads(self):
+        # Debian's torch and a library built with gcc share libgomp: a fused
+        # layer's runs are then OpenMP regions on torch's threads.
+        runtimes = cpt._openmp_runtimes()
+        fused = cpt.fuse(self.model)
+        y = run(fused, self.x)
+        if runtimes is None or len(runtimes) != 1:
+            self.skipTest(f"torch and the library do not share one OpenMP runtime here: "
+                          f"{runtimes}")
+        try:
+            convpool.set_shared_openmp(True)   # supported? (a build without OpenMP is not)
+        except convpool.UnsupportedError:
+            self.skipTest("this libconvpool was built without OpenMP")
+        convpool._shared_openmp_chosen = False
+        self.assertTrue(convpool.shared_openmp())
+        convpool.set_shared_openmp(False)
+        self.assertTrue(torch.equal(run(fused, self.x), y))   # the same bytes on its own threads
+        convpool._shared_openmp_chosen = False
+        cpt._openmp_decided = False                # decided again at the next run
+        self.assertTrue(torch.equal(run(fused, self.x), y))
+        self.assertTrue(convpool.shared_openmp())
+        # a mode the user chose stays
+        convpool.set_shared_openmp(False)
+        cpt._openmp_decided = False
+        run(fused, self.x)
+        self.assertFalse(convpool.shared_openmp())
+        convpool.set_shared_openmp(True)
+        convpool._shared_openmp_chosen = False
+
     def test_given_threads_win(self):
         torch.set_num_threads(2)
         fused = cpt.fuse(self.model, threads=1)

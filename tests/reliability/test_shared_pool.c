@@ -16,6 +16,12 @@
  *  4. Stress: four threads run their own shared-pool operators (every
  *     algorithm) while a fifth resizes the pool between 1 and 4 threads;
  *     every output is byte-identical to the one-thread result.
+ *  5. OpenMP mode (convpool_shared_pool_use_openmp): its refusals; where the
+ *     build has OpenMP, every algorithm on the pool's OpenMP threads, sized
+ *     2, 3 and 1, byte-identical to the one-thread result, then the pool's
+ *     own threads again; without OpenMP, enabling it is CONVPOOL_UNSUPPORTED
+ *     and the mode stays. (The sanitizer script builds its ThreadSanitizer
+ *     run without OpenMP, whose runtime is not instrumented.)
  *
  * Usage: test_shared_pool [rounds]   (default 50)
  */
@@ -340,6 +346,64 @@ static void test_stress(void) {
       RUNNERS, runs, resizes);
 }
 
+/* ---- 5. OpenMP mode ---- */
+
+static void test_openmp(void) {
+  convpool_status st = convpool_shared_pool_use_openmp(2);
+  REL_CHECK(st == CONVPOOL_INVALID_ARGUMENT && strstr(convpool_last_error(), "enable = 2") != NULL,
+            "use_openmp(2): %s, %s", convpool_status_string(st), convpool_last_error());
+  REL_CHECK(convpool_shared_pool_get_openmp(NULL) == CONVPOOL_INVALID_ARGUMENT,
+            "get_openmp(NULL) accepted");
+  int mode = -1;
+  st = convpool_shared_pool_use_openmp(1);
+  convpool_shared_pool_get_openmp(&mode);
+  if (st == CONVPOOL_UNSUPPORTED) {
+    REL_CHECK(mode == 0, "use_openmp(1) unsupported, but the mode is %d", mode);
+    printf("openmp: this build has no OpenMP: use_openmp(1) is refused (%s), the mode stays 0\n",
+           convpool_last_error());
+    return;
+  }
+  REL_CHECK(st == CONVPOOL_SUCCESS && mode == 1, "use_openmp(1): %s, mode %d",
+            convpool_last_error(), mode);
+  unsigned char *y = malloc(g_y_bytes);
+  const int sizes[] = {2, 3, 1};
+  for (int a = 0; a < 3 && y != NULL; a++) {
+    convpool_op *op = make_op((convpool_algo)a, 1, NULL);
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0] && op != NULL; i++) {
+      REL_CHECK(convpool_shared_pool_set_threads(sizes[i]) == CONVPOOL_SUCCESS,
+                "set_threads(%d) in OpenMP mode: %s", sizes[i], convpool_last_error());
+      memset(y, 0xC3, g_y_bytes);
+      st = run(op, y);
+      convpool_run_stats stats;
+      convpool_op_last_run_stats(op, &stats);
+      REL_CHECK(st == CONVPOOL_SUCCESS && memcmp(y, g_expected[a], g_y_bytes) == 0,
+                "algo %d on %d OpenMP threads: %s, output %s", a, sizes[i], convpool_last_error(),
+                st == CONVPOOL_SUCCESS ? "differs" : "-");
+      REL_CHECK(stats.threads >= 1 && stats.threads <= sizes[i],
+                "algo %d on %d OpenMP threads used %d", a, sizes[i], stats.threads);
+    }
+    convpool_op_destroy(op);
+  }
+  st = convpool_shared_pool_use_openmp(0);
+  convpool_shared_pool_get_openmp(&mode);
+  REL_CHECK(st == CONVPOOL_SUCCESS && mode == 0, "use_openmp(0): %s, mode %d",
+            convpool_last_error(), mode);
+  convpool_op *op = make_op(CONVPOOL_ALGO_AUTO, 1, NULL);
+  if (op != NULL && y != NULL) {
+    REL_CHECK(convpool_shared_pool_set_threads(2) == CONVPOOL_SUCCESS, "set_threads(2): %s",
+              convpool_last_error());
+    memset(y, 0xC3, g_y_bytes);
+    st = run(op, y);
+    REL_CHECK(st == CONVPOOL_SUCCESS && memcmp(y, g_expected[0], g_y_bytes) == 0,
+              "own threads again: %s", convpool_last_error());
+  }
+  convpool_op_destroy(op);
+  free(y);
+  printf(
+      "openmp: every algorithm on the pool's OpenMP threads (2, 3, 1) byte-identical to one "
+      "thread; back to the pool's own threads\n");
+}
+
 int main(int argc, char **argv) {
   if (argc > 1) g_rounds = atoi(argv[1]);
   if (g_rounds < 1) g_rounds = 1;
@@ -348,6 +412,7 @@ int main(int argc, char **argv) {
     test_sizes();
     test_serialised();
     test_stress();
+    test_openmp();
   }
   convpool_shared_pool_set_threads(1); /* no workers left at exit */
   free(g_x);
