@@ -259,10 +259,10 @@ static void cp_layer_text(const cp_layer *l, char *text, size_t capacity) {
            (long long)l->stride, pool_pads, l->ceil_mode ? " ceil" : "");
 }
 
-/* "2 threads" or "shared pool of 2 threads". */
+/* "2 threads", "shared pool of 2 threads" or "shared pool of 2 OpenMP threads". */
 static void cp_threads_text(const convpool_op *op, int threads, char *text, size_t capacity) {
-  snprintf(text, capacity, "%s%d thread%s", op->shared ? "shared pool of " : "", threads,
-           threads == 1 ? "" : "s");
+  snprintf(text, capacity, "%s%d %sthread%s", op->shared ? "shared pool of " : "", threads,
+           op->shared && cp_shared_pool_openmp() ? "OpenMP " : "", threads == 1 ? "" : "s");
 }
 
 convpool_status convpool_op_create_layer(const convpool_layer *public_layer, const void *weights,

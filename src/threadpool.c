@@ -235,7 +235,7 @@ static pthread_mutex_t cp_shared_lock = PTHREAD_MUTEX_INITIALIZER;
 static cp_threadpool *cp_shared;     /* NULL before first use; guarded by cp_shared_lock */
 static atomic_int cp_shared_size;    /* threads of cp_shared, or asked for it; 0 = usable CPUs */
 static atomic_int cp_shared_started; /* cp_shared is not NULL (and never will be again) */
-static int cp_shared_openmp;         /* its runs are OpenMP regions; guarded by cp_shared_lock */
+static atomic_int cp_shared_openmp;  /* its runs are OpenMP regions; written under cp_shared_lock */
 
 convpool_status cp_shared_pool_acquire(cp_threadpool **pool) {
   *pool = NULL;
@@ -243,8 +243,8 @@ convpool_status cp_shared_pool_acquire(cp_threadpool **pool) {
   if (cp_shared == NULL) {
     int threads = atomic_load(&cp_shared_size);
     if (threads == 0) threads = cp_cpu_usable_now();
-    const convpool_status st =
-        cp_threadpool_start(threads, cp_shared_openmp, cp_allocator_or_default(NULL), &cp_shared);
+    const convpool_status st = cp_threadpool_start(threads, atomic_load(&cp_shared_openmp),
+                                                   cp_allocator_or_default(NULL), &cp_shared);
     if (st != CONVPOOL_SUCCESS) {
       pthread_mutex_unlock(&cp_shared_lock);
       return st;
@@ -286,7 +286,8 @@ convpool_status convpool_shared_pool_set_threads(int threads) {
   } else if (cp_shared->threads != threads) {
     /* the new threads first: if they cannot start, the pool stays as it was */
     cp_threadpool *fresh;
-    st = cp_threadpool_start(threads, cp_shared_openmp, cp_allocator_or_default(NULL), &fresh);
+    st = cp_threadpool_start(threads, atomic_load(&cp_shared_openmp), cp_allocator_or_default(NULL),
+                             &fresh);
     if (st == CONVPOOL_SUCCESS) {
       cp_threadpool_destroy(cp_shared);
       cp_shared = fresh;
@@ -302,6 +303,10 @@ convpool_status convpool_shared_pool_get_threads(int *threads) {
   if (threads == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "threads is NULL");
   *threads = cp_shared_pool_threads();
   return CONVPOOL_SUCCESS;
+}
+
+int cp_shared_pool_openmp(void) {
+  return atomic_load(&cp_shared_openmp);
 }
 
 convpool_status convpool_shared_pool_use_openmp(int enable) {
@@ -325,7 +330,7 @@ convpool_status convpool_shared_pool_use_openmp(int enable) {
       cp_shared = fresh;
     }
   }
-  if (st == CONVPOOL_SUCCESS) cp_shared_openmp = enable;
+  if (st == CONVPOOL_SUCCESS) atomic_store(&cp_shared_openmp, enable);
   pthread_mutex_unlock(&cp_shared_lock);
   return st;
 }
@@ -333,8 +338,6 @@ convpool_status convpool_shared_pool_use_openmp(int enable) {
 convpool_status convpool_shared_pool_get_openmp(int *enabled) {
   cp_clear_error();
   if (enabled == NULL) return cp_fail(CONVPOOL_INVALID_ARGUMENT, "enabled is NULL");
-  pthread_mutex_lock(&cp_shared_lock);
-  *enabled = cp_shared_openmp;
-  pthread_mutex_unlock(&cp_shared_lock);
+  *enabled = cp_shared_pool_openmp();
   return CONVPOOL_SUCCESS;
 }

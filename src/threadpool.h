@@ -28,5 +28,7 @@ void cp_shared_pool_release(void);
 convpool_status cp_shared_pool_start(void);
 /* Its size now (or at first use), without waiting for a run. */
 int cp_shared_pool_threads(void);
+/* Whether its runs are OpenMP parallel regions, without waiting for a run. */
+int cp_shared_pool_openmp(void);
 
 #endif
