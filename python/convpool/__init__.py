@@ -67,9 +67,12 @@ references the tests judge results with live with the tests
 (tests/support/reference.py), not in this package.
 """
 
+from __future__ import annotations
+
 import ctypes
 import operator as _operator
 import threading
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -88,6 +91,12 @@ __all__ = [
     "float32_to_bfloat16", "bfloat16_to_float32", "LayerSpec", "ACTIVATIONS",
     "set_shared_threads", "shared_threads", "set_shared_openmp", "shared_openmp",
 ]
+
+def __dir__():
+    # The API (and the public submodules), not the names the module imports
+    # for itself (ctypes, numpy, threading, typing).
+    return sorted(__all__ + ["layer", "bfloat16", "torch"])
+
 
 #: Names accepted by the ``activation`` argument (besides None and a (min, max) tuple).
 ACTIVATIONS = _layer.ACTIVATION_NAMES
@@ -162,7 +171,7 @@ def _decode(raw):
     return raw.decode("utf-8", "replace") if raw is not None else ""
 
 
-def status_string(status):
+def status_string(status: int) -> str:
     """The library's name of a convpool_status value."""
     return _decode(_lib().convpool_status_string(int(status)))
 
@@ -177,12 +186,12 @@ def _check(function, status):
     raise cls(function, status, status_name=status_string(status), message=message)
 
 
-def library_path():
+def library_path() -> str:
     """Path of the libconvpool that was loaded (loading it if needed)."""
     return _native.library_path()
 
 
-def info():
+def info() -> Dict[str, Any]:
     """Library and machine facts as a dict.
 
     Keys: version, isa, usable_cpus, l1d_bytes, l2_bytes, l3_bytes,
@@ -256,7 +265,7 @@ def _impl_code(impl):
     return code.value
 
 
-def impls():
+def impls() -> Dict[str, int]:
     """The library's algorithm names and their convpool_algo values."""
     if not IMPLS:
         lib = _lib()
@@ -438,10 +447,13 @@ class Operator:
     threads wait for each other; separate Operators run in parallel.
     """
 
-    def __init__(self, w, bias=None, pool=1, dtype=None, threads=None, impl="auto",
-                 rows_per_item=0, *, padding=0, activation=None, pool_stride=None,
-                 pool_padding=0, ceil_mode=False, stride=1, dilation=1, groups=1,
-                 residual=False, shared_pool=False):
+    def __init__(self, w: np.ndarray, bias: Optional[np.ndarray] = None, pool: int = 1,
+                 dtype: Any = None, threads: Optional[int] = None, impl: str = "auto",
+                 rows_per_item: int = 0, *, padding: Union[int, Sequence[int]] = 0,
+                 activation: Union[None, str, Tuple[float, float]] = None,
+                 pool_stride: Optional[int] = None, pool_padding: Union[int, Sequence[int]] = 0,
+                 ceil_mode: bool = False, stride: int = 1, dilation: int = 1, groups: int = 1,
+                 residual: bool = False, shared_pool: bool = False) -> None:
         self._handle = None
         self._lock = threading.Lock()
         if dtype is None:
@@ -484,7 +496,7 @@ class Operator:
         self._handle = handle
 
     # -- lifecycle ---------------------------------------------------------
-    def close(self):
+    def close(self) -> None:
         """Destroy the operator (idempotent)."""
         with self._lock:
             handle, self._handle = self._handle, None
@@ -492,13 +504,13 @@ class Operator:
                 _check("convpool_op_destroy", _lib().convpool_op_destroy(handle))
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return self._handle is None
 
-    def __enter__(self):
+    def __enter__(self) -> "Operator":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
     def __reduce__(self):
@@ -537,7 +549,7 @@ class Operator:
             raise ValueError(f"x_shape has {c_in} input channels, the weights expect {self.c_in}")
         return batch, height, width
 
-    def output_shape(self, x_shape):
+    def output_shape(self, x_shape: Sequence[int]) -> Tuple[int, ...]:
         """(batch, c_out, PH, PW) for an input of shape x_shape, from the library."""
         batch, height, width = self._shape_args(x_shape)
         shape = (ctypes.c_int64 * 4)()
@@ -548,13 +560,13 @@ class Operator:
         _check("convpool_op_output_shape", status)
         return tuple(int(v) for v in shape)
 
-    def conv_shape(self, x_shape):
+    def conv_shape(self, x_shape: Sequence[int]) -> Tuple[int, ...]:
         """(batch, c_out, OH, OW) of the conv output for an input of shape x_shape (the
         residual's shape), from the library."""
         batch, height, width = self._shape_args(x_shape)
         return _conv_shape(self._layer, batch, height, width)
 
-    def plan(self, x_shape):
+    def plan(self, x_shape: Sequence[int]) -> Dict[str, Any]:
         """convpool_op_plan for an input of shape x_shape, as a dict."""
         batch, height, width = self._shape_args(x_shape)
         raw = _native.ConvpoolPlanInfo()
@@ -575,7 +587,7 @@ class Operator:
             "kernel": _decode(raw.kernel),
         }
 
-    def last_run_stats(self):
+    def last_run_stats(self) -> Dict[str, Any]:
         """Where the time of the last successful run went, as a dict.
 
         Keys: wall_seconds, pack_seconds, compute_seconds, epilogue_seconds
@@ -592,7 +604,7 @@ class Operator:
         _check("convpool_op_last_run_stats", status)
         return {name: getattr(raw, name) for name, _ in raw._fields_}
 
-    def describe(self, x_shape):
+    def describe(self, x_shape: Sequence[int]) -> str:
         """convpool_op_describe text for an input of shape x_shape."""
         batch, height, width = self._shape_args(x_shape)
         capacity = 8192
@@ -608,7 +620,8 @@ class Operator:
             capacity *= 4
 
     # -- run -----------------------------------------------------------------
-    def __call__(self, x, out=None, *, residual=None):
+    def __call__(self, x: np.ndarray, out: Optional[np.ndarray] = None, *,
+                 residual: Optional[np.ndarray] = None) -> np.ndarray:
         """Run the layer on x [B, C_in, H, W]; returns out (a new array if None).
 
         out, when given, must be a C-contiguous, writeable array of the
@@ -650,7 +663,7 @@ def _shared_pool_function(name):
     return getattr(lib, name)
 
 
-def set_shared_threads(threads):
+def set_shared_threads(threads: int) -> None:
     """Size the process-wide pool of Operator(shared_pool=True) (0: the usable CPUs).
 
     Waits for a run in flight on the pool; the next runs plan for the new
@@ -661,7 +674,7 @@ def set_shared_threads(threads):
            _shared_pool_function("convpool_shared_pool_set_threads")(threads))
 
 
-def shared_threads():
+def shared_threads() -> int:
     """The size of the process-wide pool (what it has, or will start with)."""
     count = ctypes.c_int()
     _check("convpool_shared_pool_get_threads",
@@ -673,7 +686,7 @@ def shared_threads():
 _shared_openmp_chosen = False
 
 
-def set_shared_openmp(enable):
+def set_shared_openmp(enable: bool) -> None:
     """Run the process-wide pool on the OpenMP runtime's threads (True) or its own (False).
 
     In a process whose other libraries run on the same OpenMP runtime (torch,
@@ -691,7 +704,7 @@ def set_shared_openmp(enable):
     _shared_openmp_chosen = True
 
 
-def shared_openmp():
+def shared_openmp() -> bool:
     """Whether the process-wide pool runs on the OpenMP runtime's threads."""
     flag = ctypes.c_int()
     _check("convpool_shared_pool_get_openmp",
@@ -711,9 +724,14 @@ def _conv_shape(layer, batch, height, width):
     return tuple(int(v) for v in shape)
 
 
-def conv2d_maxpool(x, w, bias=None, pool=1, threads=None, impl="auto", dtype=None, *,
-                   padding=0, activation=None, pool_stride=None, pool_padding=0,
-                   ceil_mode=False, stride=1, dilation=1, groups=1, residual=None):
+def conv2d_maxpool(x: np.ndarray, w: np.ndarray, bias: Optional[np.ndarray] = None,
+                   pool: int = 1, threads: Optional[int] = None, impl: str = "auto",
+                   dtype: Any = None, *, padding: Union[int, Sequence[int]] = 0,
+                   activation: Union[None, str, Tuple[float, float]] = None,
+                   pool_stride: Optional[int] = None,
+                   pool_padding: Union[int, Sequence[int]] = 0, ceil_mode: bool = False,
+                   stride: int = 1, dilation: int = 1, groups: int = 1,
+                   residual: Optional[np.ndarray] = None) -> np.ndarray:
     """max_pool2d(act(conv2d(x, w, bias, stride, padding, dilation, groups) [+ residual]),
     pool, pool_stride, pool_padding, ceil_mode).
 

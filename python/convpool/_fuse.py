@@ -29,6 +29,7 @@ import math
 import operator
 import time
 from dataclasses import dataclass, field
+from typing import Any, Optional, Tuple, Union
 
 import torch
 import torch.fx
@@ -673,8 +674,9 @@ def _sort(model, report):
     report.left.sort(key=key)
 
 
-def fuse(model, example_input=None, *, inplace=False, impl="auto", threads=None,
-         report=False, trials=5):
+def fuse(model: nn.Module, example_input: Any = None, *, inplace: bool = False,
+         impl: str = "auto", threads: Optional[int] = None, report: bool = False,
+         trials: int = 5) -> Union[nn.Module, Tuple[nn.Module, "FuseReport"]]:
     """Replace the model's Conv2d -> [BatchNorm2d] -> [activation] -> [MaxPool2d] chains.
 
     model          an nn.Module in eval mode (a model in training mode is refused:

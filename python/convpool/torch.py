@@ -74,7 +74,7 @@ import os
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -312,7 +312,7 @@ def batchnorm_refusal(bn, conv=None):
     return ""
 
 
-def fold_batchnorm(conv, bn):
+def fold_batchnorm(conv: nn.Conv2d, bn: nn.BatchNorm2d) -> nn.Conv2d:
     """A copy of conv with bn (eval mode) folded into its weight and bias.
 
     w' = w * gamma / sqrt(var + eps) per output channel and
@@ -965,8 +965,11 @@ class ConvPool2d(nn.Module):
     # Python-side state, not compiled by torch.jit.script.
     __jit_unused_properties__ = ["fallback_calls", "fallback_reason"]
 
-    def __init__(self, conv, activation=None, pool=None, *, batchnorm=None, residual=False,
-                 impl="auto", threads=None):
+    def __init__(self, conv: nn.Conv2d,
+                 activation: Union[None, nn.Module, str, Tuple[float, float]] = None,
+                 pool: Optional[nn.MaxPool2d] = None, *,
+                 batchnorm: Optional[nn.BatchNorm2d] = None, residual: bool = False,
+                 impl: str = "auto", threads: Optional[int] = None) -> None:
         super().__init__()
         parameters = conv_parameters(conv)
         act = activation_of(activation)
@@ -1026,7 +1029,7 @@ class ConvPool2d(nn.Module):
             _LIVE_PACKS[self._cache_key] = self._packs
 
     # -- operators -----------------------------------------------------------
-    def operator(self, dtype_name):
+    def operator(self, dtype_name: str) -> Any:
         """The convpool.Operator for inputs of dtype_name, packed on first use.
 
         Packed again when ``weight`` or ``bias`` changed since.
@@ -1036,7 +1039,7 @@ class ConvPool2d(nn.Module):
                           self.dilation, self.groups)
         return self._packs.operator(dtype_name, self.weight, self.bias, layer)
 
-    def repack(self):
+    def repack(self) -> None:
         """Pack the weights again now (after an edit the version counter does not see)."""
         self._packs.clear()
         self.operator(_DTYPE_NAMES.get(self.weight.dtype, "float32"))

@@ -35,6 +35,24 @@ def data(shape, dtype=np.float32, seed=0):
     return np.random.default_rng(seed).random(shape, dtype=np.float32).astype(dtype)
 
 
+class TestModule(unittest.TestCase):
+    def test_dir_is_the_api(self):
+        names = dir(convpool)
+        for name in ("Operator", "conv2d_maxpool", "set_shared_openmp", "shared_threads"):
+            self.assertIn(name, names)
+        for name in ("ctypes", "np", "threading", "Optional", "annotations"):
+            self.assertNotIn(name, names)
+        for name in convpool.__all__:
+            self.assertTrue(hasattr(convpool, name), name)
+
+    def test_type_hints(self):
+        import typing
+        hints = typing.get_type_hints(convpool.conv2d_maxpool)
+        self.assertIs(hints["return"], np.ndarray)
+        self.assertIs(typing.get_type_hints(convpool.shared_openmp)["return"], bool)
+        self.assertIn("x_shape", typing.get_type_hints(convpool.Operator.plan))
+
+
 class TestInfo(unittest.TestCase):
     def test_info(self):
         facts = convpool.info()
