@@ -124,14 +124,14 @@ static void cp_run_item(void *context, int64_t index, int thread) {
   for (int64_t cb = it.cb0; cb < it.cb1; cb++) {
     const int sample = ((cb - it.cb0) & 7) == 0;
     const double k1 = sample ? cp_ticks() : 0.0;
-    algo->compute_block(r, &it, input, cb, buf);
+    const float *block = algo->compute_block(r, &it, input, cb, buf);
     const double k2 = sample ? cp_ticks() : 0.0;
     size_t co0, channels;
     cp_block_channels(pl, cb, &co0, &channels);
     for (int64_t j = 0; j < it.nb; j++) { /* each image of the item (plan.h: images) */
       cp_item one = it;
       one.b = it.b + j, one.nb = 1;
-      cp_epilogue_item(r->epilogue, pl, &one, buf + (size_t)j * pl->buf_image_cols, row, co0,
+      cp_epilogue_item(r->epilogue, pl, &one, block + (size_t)j * pl->buf_image_cols, row, co0,
                        channels, r->residual, r->dst);
     }
     if (sample) compute += k2 - k1, epilogue += cp_ticks() - k2;

@@ -104,7 +104,7 @@ static double bench(const cp_sr_ukernel *u, const shape *s, double seconds) {
   fill(w, g.w_elems, u->cpack == 2, &state);
   const float *wf = (const float *)(const void *)w;
   const size_t ld = (size_t)u->nr;
-#define CALL() u->fn(x, g.cs, g.rs, g.steps, s->k, wf, tile, ld)
+#define CALL() u->fn(x, g.cs, g.rs, g.steps, s->k, wf, tile, ld, 0)
   const double window = seconds / TRIALS;
   /* Batches between clock reads of about a 20th of a window (at most 1 ms);
      finding the size also warms the caches and the vector units. */

@@ -100,13 +100,14 @@ typedef struct cp_algorithm {
      scratch), or prepared in r->shared; returns what compute_block reads. */
   const float *(*pack_item)(const cp_run *r, cp_item *it, float *panel);
 
-  /* The conv output of channel block cb over the item's conv region into
+  /* The conv output of channel block cb over the item's conv region in
      the tile buffer buf (plan.h: buf_cols, buf_row_ld; no bias, no
-     activation). The driver calls it for cb = cb0, cb0 + 1, ..., cb1 - 1 in
-     this order, on the thread that packed the item, with buf (buf_bytes) kept
-     between the calls. */
-  void (*compute_block)(const cp_run *r, const cp_item *it, const float *panel, int64_t cb,
-                        float *buf);
+     activation): returns where in buf its rows start (buf itself, or the
+     block's place among several blocks computed together). The driver calls
+     it for cb = cb0, cb0 + 1, ..., cb1 - 1 in this order, on the thread that
+     packed the item, with buf (buf_bytes) kept between the calls. */
+  const float *(*compute_block)(const cp_run *r, const cp_item *it, const float *panel, int64_t cb,
+                                float *buf);
 
   /* The lines of the plan's description that are the algorithm's: how an
      item is swept, its kernels and its buffers. */

@@ -304,8 +304,8 @@ static void cp_dw_stage(const cp_run *r, const cp_item *it, const float *panel, 
   }
 }
 
-static void cp_dw_compute_block(const cp_run *r, const cp_item *it, const float *panel, int64_t cb,
-                                float *buf) {
+static const float *cp_dw_compute_block(const cp_run *r, const cp_item *it, const float *panel,
+                                        int64_t cb, float *buf) {
   const cp_plan *pl = r->pl;
   const cp_dw_plan *dp = CP_ALGO_STATE(const cp_dw_plan, pl->state);
   const cp_dw_ukernel *uk = cp_dw_setup_of(pl->setup)->uk;
@@ -331,6 +331,7 @@ static void cp_dw_compute_block(const cp_run *r, const cp_item *it, const float 
     uk->fn(stage, off, taps, w, 1, (ny - 1) * dp->ld + nx, 0, out, 0);
     if (dp->compact) uk->rows(out + dp->ld, dp->ld, out + nx, nx, ny - 1, nx);
   }
+  return buf;
 }
 
 static void cp_dw_describe(const cp_plan *pl, char *text, size_t capacity) {

@@ -371,8 +371,8 @@ static void cp_sr_exact_block(const cp_plan *pl, const cp_item *it, const float 
       }
 }
 
-static void cp_sr_compute_block(const cp_run *r, const cp_item *it, const float *panel, int64_t cb,
-                                float *buf) {
+static const float *cp_sr_compute_block(const cp_run *r, const cp_item *it, const float *panel,
+                                        int64_t cb, float *buf) {
   const cp_plan *pl = r->pl;
   const cp_sr_plan *sp = CP_ALGO_STATE(const cp_sr_plan, pl->state);
   const cp_sr_setup *s = cp_sr_setup_of(pl->setup);
@@ -388,17 +388,18 @@ static void cp_sr_compute_block(const cp_run *r, const cp_item *it, const float 
     const size_t len = (conv_rows - 1) * ld + (size_t)it->nx;
     for (size_t t = 0; t < len; t += nr) {
       const size_t at = cp_sr_tile_start(t, nr, len);
-      kernel(panel + at, cs, ld, steps, k, w, buf + at, pl->buf_cols);
+      kernel(panel + at, cs, ld, steps, k, w, buf + at, pl->buf_cols, 0);
     }
   } else {
     for (size_t y = 0; y < conv_rows; y++)
       for (size_t t = 0; t < (size_t)it->nx; t += nr) {
         const size_t at = cp_sr_tile_start(t, nr, (size_t)it->nx);
         kernel(panel + y * ld + at, cs, ld, steps, k, w, buf + y * pl->buf_row_ld + at,
-               pl->buf_cols);
+               pl->buf_cols, 0);
       }
   }
   if (it->flags & CP_SR_NONFINITE) cp_sr_exact_block(pl, it, panel, cb, w, buf);
+  return buf;
 }
 
 void cp_sr_describe_tile(const cp_plan *pl, int64_t input_rows, const char *sweep, char *text,

@@ -579,7 +579,7 @@ static void cp_wino_direct_tiles(const cp_run *r, const cp_wino_tiles *t, const 
       for (size_t y = CP_WINO_M * tr; y < CP_WINO_M * tr + CP_WINO_M; y++) {
         if (y < t->dy) continue;
         for (size_t x = x_begin; x < x_end; x += nr) {
-          kernel(panel + y * ld + x, wp->panel.cs, ld, (size_t)pl->c_in, 3, w, tile, nr);
+          kernel(panel + y * ld + x, wp->panel.cs, ld, (size_t)pl->c_in, 3, w, tile, nr, 0);
           const size_t n = x_end - x < nr ? x_end - x : nr, skip = x < t->dx ? t->dx - x : 0;
           for (size_t m = 0; m < channels; m++)
             for (size_t i = skip; i < n; i++)
@@ -590,8 +590,8 @@ static void cp_wino_direct_tiles(const cp_run *r, const cp_wino_tiles *t, const 
     }
 }
 
-static void cp_wino_compute_block(const cp_run *r, const cp_item *it, const float *panel,
-                                  int64_t cb, float *buf) {
+static const float *cp_wino_compute_block(const cp_run *r, const cp_item *it, const float *panel,
+                                          int64_t cb, float *buf) {
   const cp_plan *pl = r->pl;
   const cp_wino_plan *wp = cp_wino_plan_of(pl);
   const cp_wino_setup *ws = cp_wino_setup_of(pl);
@@ -613,6 +613,7 @@ static void cp_wino_compute_block(const cp_run *r, const cp_item *it, const floa
   if (it->flags || block_direct)
     cp_wino_direct_tiles(r, &t, panel, it->aux, cb, channels, buf,
                          m + wp->pass * CP_WINO_POINTS * mr * wp->max.t_alloc, block_direct);
+  return buf;
 }
 
 static void cp_wino_describe(const cp_plan *pl, char *text, size_t capacity) {

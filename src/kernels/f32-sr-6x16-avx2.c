@@ -12,10 +12,12 @@
 #define CP_LANES 8
 #define CP_ZERO() _mm256_setzero_ps()
 #define CP_STORE(p, v) _mm256_storeu_ps(p, v)
+#define CP_LOADACC(p) _mm256_loadu_ps(p)
 #define CP_XVEC __m256
 #define CP_LOAD(p) _mm256_loadu_ps(p)
 #define CP_BVEC __m256
 #define CP_BCAST(p) _mm256_broadcast_ss(p)
 #define CP_MAC(acc, b, x) _mm256_fmadd_ps(b, x, acc)
-#define CP_PREFETCH_AHEAD 8 /* the 16 positions span at most 2 cache lines */
+#define CP_PREFETCH_AHEAD 8       /* the 16 positions span at most 2 cache lines */
+#define CP_PREFETCH_MIN_BYTES 128 /* not the packed strips (cs = 16 floats) */
 #include "sr-template.h"

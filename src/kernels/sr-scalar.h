@@ -5,11 +5,11 @@
  * Define: CP_MR, CP_NR, CP_ELEM, CP_TO_FLOAT(e), CP_FN.
  */
 void CP_FN(const void *xv, size_t cs, size_t rs, size_t c_in, size_t k, const float *w, float *tile,
-           size_t ld) {
+           size_t ld, int accumulate) {
   const CP_ELEM *x = (const CP_ELEM *)xv;
   float acc[CP_MR][CP_NR];
   for (int m = 0; m < CP_MR; m++)
-    for (int n = 0; n < CP_NR; n++) acc[m][n] = 0.0f;
+    for (int n = 0; n < CP_NR; n++) acc[m][n] = accumulate ? tile[m * ld + n] : 0.0f;
   for (size_t c = 0; c < c_in; c++) {
     for (size_t i = 0; i < k; i++) {
       const CP_ELEM *xr = x + c * cs + i * rs;

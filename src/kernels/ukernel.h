@@ -14,6 +14,12 @@
  * x[c*cs + i*rs + j + n] for every n < NR: the caller makes sure all of it
  * lies inside the panel. Columns of the tile that fall past the end of a conv
  * row hold values the caller discards.
+ *
+ * With `accumulate` the sum starts from the tile's values instead of zero:
+ * a contraction split into consecutive ranges of c (a blocked GEMM), each
+ * call continuing where the last one stored, gives the same bits as one
+ * call over all of them (the same terms added in the same order to the same
+ * running value).
  */
 #ifndef CONVPOOL_UKERNEL_H
 #define CONVPOOL_UKERNEL_H
@@ -27,7 +33,7 @@
 #define CP_MAX_NR 64
 
 typedef void (*cp_sr_ukernel_fn)(const void *x, size_t cs, size_t rs, size_t c_in, size_t k,
-                                 const float *w, float *tile, size_t ld);
+                                 const float *w, float *tile, size_t ld, int accumulate);
 
 typedef struct cp_sr_ukernel {
   const char *name;
@@ -42,7 +48,7 @@ typedef struct cp_sr_ukernel {
 /* Declarations of every microkernel in sr-ukernels.inc. */
 #define CP_SR_UKERNEL(dt, DTYPE, mr, nr, isa, ISA)                                             \
   void cp_##dt##_sr_ukernel_##mr##x##nr##__##isa(const void *, size_t, size_t, size_t, size_t, \
-                                                 const float *, float *, size_t);
+                                                 const float *, float *, size_t, int);
 #include "sr-ukernels.inc"
 #undef CP_SR_UKERNEL
 

@@ -483,9 +483,28 @@ static void run_case(const cp_sr_ukernel *u, const tcase *t, stats *st) {
              t->cs, t->rs, t->ld, fill_name(t->fill), place);
     snprintf(g_context, sizeof g_context, "%s [%s]", u->name, where);
     float *tile = (float *)(void *)(buf + tile_at);
-    u->fn(xp, t->cs, t->rs, t->c_in, t->k, (const float *)(const void *)wp, tile, ld);
+    u->fn(xp, t->cs, t->rs, t->c_in, t->k, (const float *)(const void *)wp, tile, ld, 0);
     st->calls++;
     check_values(u, t, where, tile, &e, st);
+    /* The same contraction in two calls, the second continuing the first's
+       sums (a blocked GEMM's passes): the same bits. */
+    if (t->c_in >= 2) {
+      const size_t c1 = t->c_in / 2, taps = t->k * t->k;
+      float *part = tu_xmalloc((size_t)mr * ld * sizeof *part);
+      u->fn(xp, t->cs, t->rs, c1, t->k, (const float *)(const void *)wp, part, ld, 0);
+      u->fn(xp + c1 * t->cs, t->cs, t->rs, t->c_in - c1, t->k,
+            (const float *)(const void *)(wp + c1 * taps * (size_t)mr), part, ld, 1);
+      st->calls += 2;
+      for (int m = 0; m < mr; m++)
+        if (memcmp(part + (size_t)m * ld, tile + (size_t)m * ld, (size_t)nr * sizeof *part) != 0) {
+          report(st,
+                 "%s [%s]: %zu + %zu channel steps continued (accumulate = 1) differ from one "
+                 "call, row %d",
+                 u->name, where, c1, t->c_in - c1, m);
+          break;
+        }
+      free(part);
+    }
     /* Every element outside the MR x NR tile must still hold the sentinel. */
     for (size_t i = 0; i < buf_n; i++) {
       const int inside =
@@ -665,6 +684,7 @@ enum flaw {
   FLAW_MULADD,      /* f32: product then sum instead of one FMA */
   FLAW_WRITE_PAST,  /* writes one element past the end of the last tile row */
   FLAW_ACCUMULATE,  /* adds to the tile's old contents */
+  FLAW_NO_CONTINUE, /* starts from zero when asked to continue the tile's sums */
   FLAW_READ_PAST,   /* reads x one element past the documented range */
   FLAW_READ_BEFORE, /* reads x one element before x */
   FLAW_W_PAST,      /* reads one element past the packed weights */
@@ -686,11 +706,12 @@ static void model_tail_flaws(const uint32_t *x, size_t cs, size_t rs, size_t c_i
 }
 
 static void model_f32(const void *xv, size_t cs, size_t rs, size_t c_in, size_t k, const float *wf,
-                      float *tile, size_t ld) {
+                      float *tile, size_t ld, int accumulate) {
   const uint32_t *x = xv, *w = (const uint32_t *)(const void *)wf;
   for (size_t m = 0; m < MODEL_MR; m++)
     for (size_t n = 0; n < MODEL_NR; n++) {
-      float acc = g_flaw == FLAW_ACCUMULATE ? tile[m * ld + n] : 0.0f;
+      const int from_tile = g_flaw == FLAW_ACCUMULATE || (accumulate && g_flaw != FLAW_NO_CONTINUE);
+      float acc = from_tile ? tile[m * ld + n] : 0.0f;
       for (size_t c = 0; c < c_in; c++)
         for (size_t i = 0; i < k; i++)
           for (size_t j = 0; j < k; j++) {
@@ -704,12 +725,12 @@ static void model_f32(const void *xv, size_t cs, size_t rs, size_t c_in, size_t 
 }
 
 static void model_bf16(const void *xv, size_t cs, size_t rs, size_t c_in, size_t k, const float *wf,
-                       float *tile, size_t ld) {
+                       float *tile, size_t ld, int accumulate) {
   const uint32_t *x = xv, *w = (const uint32_t *)(const void *)wf;
   float (*in)(uint16_t) = g_flaw == FLAW_NO_DAZ ? bf16_raw : bf16_daz;
   for (size_t m = 0; m < MODEL_MR; m++)
     for (size_t n = 0; n < MODEL_NR; n++) {
-      float acc = 0.0f;
+      float acc = accumulate && g_flaw != FLAW_NO_CONTINUE ? tile[m * ld + n] : 0.0f;
       for (size_t c = 0; c < c_in; c++)
         for (size_t i = 0; i < k; i++)
           for (size_t j = 0; j < k; j++) {
@@ -743,6 +764,7 @@ static int self_test(void) {
       {"f32 fmaf() model, checked as the scalar kernel", 0, CP_ISA_SCALAR, FLAW_NONE, PASSES},
       {"writes one element past a tile row", 0, CP_ISA_AVX2, FLAW_WRITE_PAST, FAILS},
       {"adds to the tile's old contents", 0, CP_ISA_AVX2, FLAW_ACCUMULATE, FAILS},
+      {"starts from zero when asked to continue", 0, CP_ISA_AVX2, FLAW_NO_CONTINUE, FAILS},
       {"reads x one element past its range", 0, CP_ISA_AVX2, FLAW_READ_PAST, FAULTS},
       {"reads x one element before x", 0, CP_ISA_AVX2, FLAW_READ_BEFORE, FAULTS},
       {"reads one element past w", 0, CP_ISA_AVX2, FLAW_W_PAST, FAULTS},
