@@ -110,10 +110,14 @@ typedef enum convpool_algo {
                                        (and channel blocks whose weights) it cannot compute
                                        within the contract's bound go to the direct path
                                        (README, "Winograd") */
-  CONVPOOL_ALGO_DEPTHWISE = 4     /**< depthwise layers only (groups = c_in, any channel
+  CONVPOOL_ALGO_DEPTHWISE = 4,    /**< depthwise layers only (groups = c_in, any channel
                                        multiplier): one channel's plane per vector sweep, conv
                                        positions in the lanes, stride and dilation as phase
                                        planes of the staged input */
+  CONVPOOL_ALGO_DIRECT = 5        /**< output channels in the lanes, each position's input
+                                       broadcast from the item's panel: stride and dilation
+                                       are address arithmetic (no zero taps, no repeated
+                                       inputs); every layer */
 } convpool_algo;
 
 /**

@@ -363,10 +363,12 @@ done <<LIST
 --ceil-mode=1|unknown option '--ceil-mode=1'
 LIST
 
-# ---- auto's measured rules: a 3x3 filter of stride 2 goes to im2col (shift-reduce is passed
-# over, with its reason), the 7x7 stem stays with shift-reduce, and shift-reduce asked for by
-# name still computes the 3x3 one, to the same values as im2col's within fp32 rounding ----
-s2="--in-channels 32 --out-channels 8 --height 15 --width 17 --filter 3 --padding 1 --stride 2 --pool 1 --iters 1 --warmup 0"
+# ---- auto's measured rules: a 3x3 filter of stride 2 over 64 channels goes to im2col
+# (shift-reduce is passed over, with its reason; direct too: its channel block's weights
+# outgrow L1), the 7x7 stem goes to direct on AVX2 (where the rule was measured) and stays
+# with shift-reduce elsewhere, and shift-reduce asked for by name still computes the 3x3
+# one, to the same values as im2col's within fp32 rounding ----
+s2="--in-channels 64 --out-channels 8 --height 15 --width 17 --filter 3 --padding 1 --stride 2 --pool 1 --iters 1 --warmup 0"
 "$cli" $s2 --show-tiling --dump-dir "$tmp/s2a" >"$tmp/s2a.out" || { echo "stride-2 auto failed"; fail=1; }
 grep -q '^algorithm      im2col + GEMM (im2col)' "$tmp/s2a.out" || { echo "auto did not take im2col for 3x3 stride 2"; fail=1; }
 grep -q '^auto           shift-reduce: passed over: im2col is faster: the 3x3 filter split for stride 2 multiplies 16/9 as many taps' "$tmp/s2a.out" ||
@@ -382,8 +384,16 @@ scale = max(1.0, max(abs(v) for v in x))
 sys.exit(0 if len(x) == len(y) and max(abs(p - q) for p, q in zip(x, y)) <= 1e-5 * scale else 1)
 PY
 fi
+grep -q '^auto           channels-in-lanes direct: passed over: .*fit L1' "$tmp/s2a.out" ||
+  grep -q '^auto           channels-in-lanes direct: passed over: measured faster on avx2 only' "$tmp/s2a.out" ||
+  { echo "--show-tiling lacks why direct was passed over"; fail=1; }
 stem="--in-channels 3 --out-channels 8 --height 30 --width 30 --filter 7 --padding 3 --stride 2 --pool 3 --pool-stride 2 --iters 1 --warmup 0"
-"$cli" $stem --show-tiling | grep -q '^algorithm      shift-reduce (sr)' || { echo "auto did not keep the 7x7 stride-2 stem on shift-reduce"; fail=1; }
+"$cli" $stem --show-tiling >"$tmp/stem.out" || { echo "stem failed"; fail=1; }
+if grep -q '^isa            avx2 ' "$tmp/stem.out"; then
+  grep -q '^algorithm      channels-in-lanes direct (direct)' "$tmp/stem.out" || { echo "auto did not take direct for the 7x7 stride-2 stem on avx2"; fail=1; }
+else
+  grep -q '^algorithm      shift-reduce (sr)' "$tmp/stem.out" || { echo "auto did not keep the 7x7 stride-2 stem on shift-reduce"; fail=1; }
+fi
 
 # ---- Winograd on small images: a batch's images side by side in one item, the same
 # bytes as items of one image each (--rows-per-item keeps the images apart), on 1 and 2

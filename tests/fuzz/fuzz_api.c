@@ -260,9 +260,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const unsigned b_algo = b == 7 ? next(&in) : 0;
   const convpool_algo algo = b < 3             ? CONVPOOL_ALGO_AUTO
                              : b < 5           ? CONVPOOL_ALGO_SHIFT_REDUCE
-                             : b < 7           ? CONVPOOL_ALGO_IM2COL
+                             : b < 6           ? CONVPOOL_ALGO_IM2COL
+                             : b < 7           ? CONVPOOL_ALGO_DIRECT
                              : b_algo % 2 == 0 ? CONVPOOL_ALGO_WINOGRAD
-                                               : (convpool_algo)(4 + (int)(b_algo % 50));
+                                               : (convpool_algo)(6 + (int)(b_algo % 50));
   const unsigned flags = next(&in);
   const unsigned b_amount = next(&in);
   const unsigned b_fail = next(&in);
@@ -441,7 +442,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (c_out >= 1 && group_in >= 1 && k >= 1 && !bytes_fit(c_out, group_in, k, k, es))
     create_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
   if (algo != CONVPOOL_ALGO_AUTO && algo != CONVPOOL_ALGO_SHIFT_REDUCE &&
-      algo != CONVPOOL_ALGO_IM2COL && algo != CONVPOOL_ALGO_WINOGRAD)
+      algo != CONVPOOL_ALGO_IM2COL && algo != CONVPOOL_ALGO_WINOGRAD &&
+      algo != CONVPOOL_ALGO_DIRECT)
     create_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
   /* Winograd computes 3x3 filters of stride, dilation and groups 1 only */
   if (algo == CONVPOOL_ALGO_WINOGRAD &&

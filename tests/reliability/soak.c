@@ -211,7 +211,8 @@ int main(int argc, char **argv) {
   }
   const long warmup = cases / 10 > 20 ? cases / 10 : (cases > 20 ? 20 : cases);
   long rss_warm = -1, rss_max = -1, runs = 0, passed = 0, done = 0;
-  long by_dtype[3] = {0, 0, 0}, by_algo[2] = {0, 0}, one_shot = 0, forced_rows = 0, wino = 0;
+  long by_dtype[3] = {0, 0, 0}, by_algo[2] = {0, 0}, one_shot = 0, forced_rows = 0, wino = 0,
+       direct = 0;
   long with_params = 0, with_conv = 0, depthwise = 0, with_residual = 0;
 
   for (long i = 0; i < cases; i++) {
@@ -221,9 +222,10 @@ int main(int argc, char **argv) {
     c.c_in = pick(&r, 1, MAX_CIN);
     c.c_out = pick(&r, 1, MAX_COUT);
     c.k = pick(&r, 1, MAX_K);
-    static const convpool_algo algos[4] = {CONVPOOL_ALGO_AUTO, CONVPOOL_ALGO_SHIFT_REDUCE,
-                                           CONVPOOL_ALGO_IM2COL, CONVPOOL_ALGO_WINOGRAD};
-    const convpool_algo algo = algos[pick(&r, 0, 3)];
+    static const convpool_algo algos[5] = {CONVPOOL_ALGO_AUTO, CONVPOOL_ALGO_SHIFT_REDUCE,
+                                           CONVPOOL_ALGO_IM2COL, CONVPOOL_ALGO_WINOGRAD,
+                                           CONVPOOL_ALGO_DIRECT};
+    const convpool_algo algo = algos[pick(&r, 0, 4)];
     if (algo == CONVPOOL_ALGO_WINOGRAD) c.k = 3; /* its filter */
     c.pool = pick(&r, 1, MAX_POOL);
     c.bias = (int)pick(&r, 0, 1);
@@ -287,6 +289,7 @@ int main(int argc, char **argv) {
     o.algo = algo;
     by_algo[o.algo == CONVPOOL_ALGO_IM2COL]++;
     wino += o.algo == CONVPOOL_ALGO_WINOGRAD;
+    direct += o.algo == CONVPOOL_ALGO_DIRECT;
     o.allocator = &iface;
     tu_rng data = {(uint64_t)i * 104729 + seed};
     rel_fill(b.w, rel_w_count(&c), c.dtype, &data, -1.0f, 1.0f);
@@ -360,12 +363,13 @@ int main(int argc, char **argv) {
   }
   int failures = *rel_failure_count();
   printf(
-      "soak: %ld cases (%ld float32, %ld float16, %ld bfloat16; %ld im2col; %ld winograd; "
+      "soak: %ld cases (%ld float32, %ld float16, %ld bfloat16; %ld im2col; %ld winograd; %ld "
+      "direct; "
       "%ld one-shot; "
       "%ld with rows_per_item set; %ld with layer parameters; %ld with conv fields: %ld "
       "depthwise, %ld with a residual), %ld runs, seed %llu: %ld passed, %d failures; peak %ld "
       "library blocks, threads back to %d\n",
-      done, by_dtype[0], by_dtype[1], by_dtype[2], by_algo[1], wino, one_shot, forced_rows,
+      done, by_dtype[0], by_dtype[1], by_dtype[2], by_algo[1], wino, direct, one_shot, forced_rows,
       with_params, with_conv, depthwise, with_residual, runs, seed, passed, failures,
       counting.peak_live, threads_at_start);
   free(b.x);

@@ -356,6 +356,12 @@ int main(void) {
        2,
        0,
        CONVPOOL_ALGO_IM2COL},
+      {"float32, 2 threads, direct",
+       {CONVPOOL_FLOAT32, 2, 5, 6, 12, 13, 3, 2, 1},
+       2,
+       0,
+       0,
+       CONVPOOL_ALGO_DIRECT},
   };
   long total = 0;
   for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++) total += walk(&scenarios[i]);

@@ -465,9 +465,9 @@ static void test_create(void) {
   /* Boundaries that must be accepted: threads 0 and 1, every algo that exists. */
   const int threads_ok[] = {0, 1};
   const convpool_algo algos_ok[] = {CONVPOOL_ALGO_AUTO, CONVPOOL_ALGO_SHIFT_REDUCE,
-                                    CONVPOOL_ALGO_IM2COL};
+                                    CONVPOOL_ALGO_IM2COL, CONVPOOL_ALGO_DIRECT};
   for (int t = 0; t < 2; t++)
-    for (int a = 0; a < 3; a++) {
+    for (int a = 0; a < 4; a++) {
       convpool_options_init(&o);
       o.threads = threads_ok[t];
       o.algo = algos_ok[a];
@@ -1253,7 +1253,8 @@ static void test_size_limits(void) {
      (Winograd's plan once walked every item for each candidate size: 2^25
      pooled rows here). The ctest timeout catches a hang. */
   const convpool_algo algos[] = {CONVPOOL_ALGO_AUTO, CONVPOOL_ALGO_WINOGRAD,
-                                 CONVPOOL_ALGO_SHIFT_REDUCE, CONVPOOL_ALGO_IM2COL};
+                                 CONVPOOL_ALGO_SHIFT_REDUCE, CONVPOOL_ALGO_IM2COL,
+                                 CONVPOOL_ALGO_DIRECT};
   static float w8[8 * 8 * 3 * 3];
   for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++) {
     convpool_layer huge;

@@ -1,0 +1,291 @@
+/*
+ * Direct convolution with output channels in the vector lanes: a block of
+ * MR output channels (two vectors) times NP consecutive conv positions of
+ * one conv row per register tile, each position's input broadcast from the
+ * item's input panel, each tap's MR weights one pair of vector loads
+ * (src/kernels/cl-ukernel.h). The conv stride and dilation are address
+ * arithmetic of the kernel (positions xs = stride panel columns apart, taps
+ * at their dilated offsets), so no tap is ever a zero one and no input is
+ * copied more than once per item: where shift-reduce splits a stride-2
+ * filter into phases (16 taps for 9 of a 3x3) or im2col repeats each input
+ * k*k times, this reads the panel as it is. The register tile leaves the
+ * registers transposed into the tile buffer's channel rows, which the
+ * driver's epilogue pools.
+ *
+ * The panel is shift-reduce's (pack.h): every input channel of the item's
+ * input rows and columns, zero where the conv padding is, channels an odd
+ * number of cache lines apart. Each output sums its layer's taps in (c, i,
+ * j) order from zero, whatever the item, so results do not depend on the
+ * item split or the thread count. Conv groups: a channel block never
+ * crosses one and contracts over its group's channels of the panel.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../driver.h"
+#include "../kernels/cl-ukernel.h"
+#include "../pack.h"
+#include "algo.h"
+
+/* The setup's own state: the kernel. */
+typedef struct cp_direct_state {
+  const cp_cl_ukernel *uk;
+} cp_direct_state;
+CP_ALGO_STATE_FITS(cp_direct_state);
+
+/* The plan's own state: the panel of the item size. */
+typedef struct cp_direct_plan {
+  cp_panel_layout panel;
+  size_t cols;     /* panel columns an item packs (its kernels read) */
+  size_t offsets;  /* float index of the taps' offsets in the per-thread panel scratch */
+  size_t row_tile; /* tiles per conv row of a full item */
+} cp_direct_plan;
+CP_ALGO_STATE_FITS(cp_direct_plan);
+
+static const cp_direct_state *cp_direct_setup_of(const cp_algo_setup *setup) {
+  return CP_ALGO_STATE(const cp_direct_state, setup->state);
+}
+
+static const char *cp_direct_declines(const cp_layer *layer, const cp_cpu *cpu, char *why,
+                                      size_t capacity) {
+  (void)layer, (void)cpu, (void)why, (void)capacity;
+  return NULL; /* every layer of the contract */
+}
+
+/*
+ * Auto's rule, measured on 2 cores of Zen 3 (AVX2; README, "Choosing the
+ * algorithm"; fastest of 60 alternating runs; auto passes direct over on
+ * the other ISAs, where it was not measured): direct beats the algorithm
+ * auto takes next on strided filters of k >= 3 in one conv group whose
+ * channel block's weights fit L1 (ResNet's stem, 3 -> 64 7x7 stride 2,
+ * with its max pool: 2.20 ms against shift-reduce's 2.61; AlexNet's 11x11
+ * stride 4: 2.08 against 2.36; 3x3 stride 2 from 3-32 channels: even). It
+ * loses elsewhere: a deep layer streams each block's weights from L2 for
+ * every tile (256 -> 512 3x3 stride 2 at 14x14: 1.82 against im2col's
+ * 1.31 ms), a 1x1 filter pays the transposed store on few steps (64 -> 128
+ * 1x1 stride 2: 395 against 177 us) and at stride 1 shift-reduce has no
+ * zero taps (3 -> 64 3x3 at 224x224: 2.40 against 1.89 ms).
+ */
+static const char *cp_direct_auto_skips(const cp_layer *layer, const cp_cpu *cpu, char *why,
+                                        size_t capacity) {
+  const size_t mr = (size_t)cp_cl_ukernel_select(cpu->isa)->mr;
+  const double block_bytes = (double)(layer->c_in / layer->groups) *
+                             (double)(layer->k * layer->k) * (double)mr * sizeof(float);
+  if (cpu->isa != CP_ISA_AVX2) { /* the rule's measurements are AVX2's */
+    snprintf(why, capacity, "measured faster on avx2 only (isa %s: not measured)",
+             cp_isa_name(cpu->isa));
+    return why;
+  }
+  if (layer->conv_stride >= 2 && layer->k >= 3 && layer->groups == 1 &&
+      block_bytes <= (double)cpu->l1d)
+    return NULL;
+  snprintf(why, capacity,
+           "shift-reduce or im2col is faster unless the conv is strided, k >= 3, one group and "
+           "a channel block's weights (%.0f KiB) fit L1 (%zu KiB) (measured rule)",
+           block_bytes / 1024.0, cpu->l1d >> 10);
+  return why;
+}
+
+/* Channel blocks of the layer: each conv group's c_out / groups channels in
+   blocks of mr (the plan's group_co_blocks and co_blocks). */
+static size_t cp_direct_blocks(const cp_layer *layer, size_t mr) {
+  return (size_t)layer->groups * (((size_t)(layer->c_out / layer->groups) + mr - 1) / mr);
+}
+
+/* Floats of the packed weights: [channel block][c_in / groups][k*k][MR]. */
+static int cp_direct_weight_floats(const cp_layer *layer, size_t mr, size_t *floats) {
+  return cp_mul(cp_direct_blocks(layer, mr), (size_t)(layer->c_in / layer->groups), floats) &&
+         cp_mul(*floats, (size_t)(layer->k * layer->k), floats) && cp_mul(*floats, mr, floats);
+}
+
+static convpool_status cp_direct_setup(const cp_layer *layer, const cp_cpu *cpu,
+                                       cp_algo_setup *setup) {
+  cp_direct_state *s = CP_ALGO_STATE(cp_direct_state, setup->state);
+  s->uk = cp_cl_ukernel_select(cpu->isa);
+  size_t floats;
+  if (!cp_direct_weight_floats(layer, (size_t)s->uk->mr, &floats) ||
+      !cp_mul(floats, sizeof(float), &setup->packed_weight_bytes))
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
+                   "weights [%lld, %lld, %lld, %lld] have a byte count that overflows",
+                   (long long)layer->c_out, (long long)layer->c_in, (long long)layer->k,
+                   (long long)layer->k);
+  setup->co_block = s->uk->mr;
+  setup->positions = s->uk->np;
+  setup->isa = s->uk->isa;
+  setup->kernel = s->uk->name;
+  return CONVPOOL_SUCCESS;
+}
+
+/* Block b (of conv group g = b / blocks per group), channel c of the group,
+   tap t, lane m at ((b * c_in / groups + c) * taps + t) * MR + m; the lanes
+   past the group's last output channel are zero. */
+static void cp_direct_pack_weights(const cp_layer *layer, const cp_algo_setup *setup,
+                                   const void *weights, float *packed) {
+  const size_t mr = (size_t)cp_direct_setup_of(setup)->uk->mr;
+  const size_t cig = (size_t)(layer->c_in / layer->groups), taps = (size_t)(layer->k * layer->k);
+  const size_t cpg = (size_t)(layer->c_out / layer->groups), per_group = (cpg + mr - 1) / mr;
+  const size_t blocks = cp_direct_blocks(layer, mr);
+  for (size_t b = 0; b < blocks; b++)
+    for (size_t c = 0; c < cig; c++)
+      for (size_t t = 0; t < taps; t++) {
+        float *to = packed + ((b * cig + c) * taps + t) * mr;
+        for (size_t m = 0; m < mr; m++) {
+          const size_t j = (b % per_group) * mr + m, co = (b / per_group) * cpg + j;
+          to[m] = j < cpg ? cp_load_elem(layer->dtype, weights, (co * cig + c) * taps + t) : 0.0f;
+        }
+      }
+}
+
+/* Items start on any conv row and on whole register tiles of a row. */
+static void cp_direct_item_units(const cp_plan *pl, int64_t *rows, int64_t *cols) {
+  *rows = 1;
+  *cols = cp_direct_setup_of(pl->setup)->uk->np;
+}
+
+static int cp_direct_geometry(cp_plan *pl) {
+  cp_direct_plan *dp = CP_ALGO_STATE(cp_direct_plan, pl->state);
+  const cp_cl_ukernel *uk = cp_direct_setup_of(pl->setup)->uk;
+  const size_t np = (size_t)uk->np, s = (size_t)pl->conv_stride, extent = (size_t)pl->extent;
+  const size_t line = CP_CACHE_LINE / sizeof(float), taps = (size_t)(pl->k * pl->k);
+  const size_t conv_rows = (size_t)pl->conv_rows, cw = (size_t)pl->conv_cols;
+  /* a row's last tile reads all NP positions: the panel's columns reach
+     them even where the row has fewer */
+  const size_t positions = (cw + np - 1) / np * np;
+  size_t rows, cs, n, bytes;
+  if (!cp_mul(conv_rows - 1, s, &rows) || !cp_add(rows, extent, &rows) ||
+      !cp_mul(positions - 1, s, &dp->cols) || !cp_add(dp->cols, extent, &dp->cols) ||
+      !cp_mul(rows, dp->cols, &cs))
+    return 0;
+  dp->panel.ld = dp->cols;
+  /* an odd number of cache lines between channels (shift-reduce's panel) */
+  cs = cp_round_up(cs, line);
+  if ((cs / line) % 2 == 0) cs += line;
+  dp->panel.cs = cs;
+  if (!cp_mul((size_t)pl->c_in, cs, &n)) return 0;
+  dp->panel.floats = n;
+  /* the taps' offsets (ptrdiff_t) after the panel, in the same scratch */
+  dp->offsets = cp_round_up(n, line);
+  if (!cp_mul(taps, sizeof(ptrdiff_t), &bytes) ||
+      !cp_add(dp->offsets * sizeof(float), bytes, &pl->panel_bytes))
+    return 0;
+  dp->row_tile = (cw + np - 1) / np;
+  pl->buf_row_ld = cw; /* compact rows: the kernels write only an item's columns */
+  if (!cp_mul(conv_rows, cw, &pl->buf_cols)) return 0;
+  return cp_mul(pl->buf_cols, (size_t)uk->mr * sizeof(float), &pl->buf_bytes);
+}
+
+/* Kernel lanes of an item (every channel block, whole register tiles) plus
+   its copy, per pooled output. */
+static double cp_direct_item_cost(const cp_plan *pl) {
+  const cp_direct_plan *dp = CP_ALGO_STATE(const cp_direct_plan, pl->state);
+  const cp_cl_ukernel *uk = cp_direct_setup_of(pl->setup)->uk;
+  const double lanes = (double)pl->conv_rows * (double)dp->row_tile * uk->np *
+                       (double)(pl->c_in / pl->groups) * (double)(pl->k * pl->k) *
+                       (double)pl->co_blocks * uk->mr;
+  const double copy = pl->cfg->copy_cost * (double)dp->panel.floats;
+  return (lanes + copy) /
+         ((double)pl->group * (double)pl->col_block * (double)pl->stride * (double)pl->stride);
+}
+
+static double cp_direct_cost(const cp_plan *pl) {
+  return cp_rows_cost(pl, cp_direct_item_cost);
+}
+
+/* Where channel groups split an image region, its panel is packed once,
+   before the items, and read by the items of every channel group. */
+static int cp_direct_schedule(cp_plan *pl) {
+  return cp_plan_share_regions(pl);
+}
+
+static float *cp_direct_region(const cp_run *r, int64_t region) {
+  return (float *)(void *)(r->shared + cp_region_offset(r->pl, region));
+}
+
+/* The item's panel: input rows y0 * stride - pad_top on, columns x0 *
+   stride - pad_left on, every channel. */
+static void cp_direct_pack(const cp_run *r, const cp_item *it, float *panel) {
+  const cp_plan *pl = r->pl;
+  const cp_direct_plan *dp = CP_ALGO_STATE(const cp_direct_plan, pl->state);
+  cp_panel_src src;
+  src.image = r->src + (size_t)it->b * (size_t)pl->c_in * (size_t)pl->height *
+                           (size_t)pl->width * pl->elem_size;
+  src.elem_size = pl->elem_size;
+  src.c_in = pl->c_in, src.height = pl->height, src.width = pl->width;
+  src.groups = 1, src.split = 1, src.phases = 1;
+  src.group_steps = (size_t)pl->c_in;
+  src.cpack = 1;
+  src.widen = r->widen;
+  src.ahead_rows = (size_t)pl->cfg->pack_ahead_rows;
+  const size_t rows = (size_t)((it->ny - 1) * pl->conv_stride + pl->extent);
+  cp_pack_panel_steps(&src, it->y0 * pl->conv_stride - pl->pad[CP_TOP], rows,
+                      it->x0 * pl->conv_stride - pl->pad[CP_LEFT], dp->cols, 0, (size_t)pl->c_in,
+                      &dp->panel, panel);
+}
+
+static void cp_direct_prepare(const cp_run *r, int64_t index) {
+  const cp_item it = cp_item_of(r->pl, index * r->pl->co_groups);
+  cp_direct_pack(r, &it, cp_direct_region(r, index));
+}
+
+static const float *cp_direct_pack_item(const cp_run *r, cp_item *it, float *panel) {
+  const cp_plan *pl = r->pl;
+  const cp_direct_plan *dp = CP_ALGO_STATE(const cp_direct_plan, pl->state);
+  /* the taps' offsets in a channel's plane, in this thread's scratch */
+  ptrdiff_t *off = (ptrdiff_t *)(void *)(panel + dp->offsets);
+  for (int64_t i = 0; i < pl->k; i++)
+    for (int64_t j = 0; j < pl->k; j++)
+      off[i * pl->k + j] = (ptrdiff_t)(i * pl->dilation * (int64_t)dp->panel.ld + j * pl->dilation);
+  it->aux = off;
+  if (pl->prepare_items > 0) return cp_direct_region(r, cp_item_region(pl, it));
+  cp_direct_pack(r, it, panel);
+  return panel;
+}
+
+static const float *cp_direct_compute_block(const cp_run *r, const cp_item *it,
+                                            const float *panel, int64_t cb, float *buf) {
+  const cp_plan *pl = r->pl;
+  const cp_direct_plan *dp = CP_ALGO_STATE(const cp_direct_plan, pl->state);
+  const cp_cl_ukernel *uk = cp_direct_setup_of(pl->setup)->uk;
+  const size_t np = (size_t)uk->np, s = (size_t)pl->conv_stride, ld = dp->panel.ld;
+  const size_t taps = (size_t)(pl->k * pl->k), cig = (size_t)(pl->c_in / pl->groups);
+  const size_t nx = (size_t)it->nx;
+  const float *w = r->packed + (size_t)cb * cig * taps * (size_t)uk->mr;
+  panel += (size_t)cp_block_group(pl, cb) * cig * dp->panel.cs; /* the group's channels */
+  for (size_t y = 0; y < (size_t)it->ny; y++)
+    for (size_t x = 0; x < nx; x += np)
+      uk->fn(panel + y * s * ld + x * s, dp->panel.cs, s, (const ptrdiff_t *)it->aux, taps, cig,
+             w, buf + y * pl->buf_row_ld + x, pl->buf_cols, nx - x < np ? nx - x : np);
+  return buf;
+}
+
+static void cp_direct_describe(const cp_plan *pl, char *text, size_t capacity) {
+  const cp_direct_plan *dp = CP_ALGO_STATE(const cp_direct_plan, pl->state);
+  const cp_cl_ukernel *uk = cp_direct_setup_of(pl->setup)->uk;
+  snprintf(text, capacity,
+           "register tile  %d output channels (in the lanes) x %d positions of a conv row (input "
+           "broadcast); %lld channel blocks\n"
+           "panel          %lld pooled rows x %lld pooled columns: conv %lld rows (%lld input "
+           "rows) x %lld columns x %lld channels, fp32, %zu panel columns; stride and dilation "
+           "read in place\n",
+           uk->mr, uk->np, (long long)pl->co_blocks, (long long)pl->group,
+           (long long)pl->col_block, (long long)pl->conv_rows,
+           (long long)((pl->conv_rows - 1) * pl->conv_stride + pl->extent),
+           (long long)pl->conv_cols, (long long)pl->c_in, dp->cols);
+}
+
+const cp_algorithm cp_algorithm_direct = {
+    .name = "channels-in-lanes direct",
+    .id = CONVPOOL_ALGO_DIRECT,
+    .declines = cp_direct_declines,
+    .auto_skips = cp_direct_auto_skips,
+    .setup = cp_direct_setup,
+    .pack_weights = cp_direct_pack_weights,
+    .item_units = cp_direct_item_units,
+    .geometry = cp_direct_geometry,
+    .cost = cp_direct_cost,
+    .schedule = cp_direct_schedule,
+    .prepare = cp_direct_prepare,
+    .pack_item = cp_direct_pack_item,
+    .compute_block = cp_direct_compute_block,
+    .describe = cp_direct_describe,
+};

@@ -1,0 +1,23 @@
+/* Dispatch table of the channels-in-lanes microkernels, built from cl-ukernels.inc. */
+#include "cl-ukernel.h"
+
+static const cp_cl_ukernel cp_cl_ukernels[] = {
+#define CP_CL_UKERNEL(mr, np, isa, ISA) \
+  {"f32-cl-" #mr "x" #np "-" #isa, ISA, mr, np, cp_f32_cl_ukernel_##mr##x##np##__##isa},
+#include "cl-ukernels.inc"
+#undef CP_CL_UKERNEL
+};
+
+const cp_cl_ukernel *cp_cl_ukernel_list(size_t *count) {
+  *count = sizeof cp_cl_ukernels / sizeof cp_cl_ukernels[0];
+  return cp_cl_ukernels;
+}
+
+const cp_cl_ukernel *cp_cl_ukernel_select(cp_isa isa) {
+  const cp_cl_ukernel *best = NULL;
+  for (size_t i = 0; i < sizeof cp_cl_ukernels / sizeof cp_cl_ukernels[0]; i++) {
+    const cp_cl_ukernel *u = &cp_cl_ukernels[i];
+    if (u->isa <= isa && (best == NULL || u->isa > best->isa)) best = u;
+  }
+  return best;
+}

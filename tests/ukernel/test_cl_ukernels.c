@@ -1,0 +1,113 @@
+/*
+ * Channels-in-lanes microkernel tests, one ctest per line of cl-ukernels.inc:
+ *
+ *   test_cl_ukernels NAME   test one listed kernel (exit 77: CPU lacks its ISA)
+ *
+ * Each kernel against a scalar model of its contract (cl-ukernel.h) over
+ * random channel counts, taps at random offsets, position steps 1..4 (the
+ * conv stride), partial tiles (n < NP) and output rows apart by more than
+ * n: bit for bit (the model sums in the kernel's (c, t) order, with fmaf
+ * for the FMA kernels and a product then a sum for the portable one), and
+ * nothing written outside the MR x n values. The input's buffer ends where
+ * the kernel's last read lies (x[c*cs + off[t] + (NP-1)*xs] for the largest
+ * ones), so a read past the contract is a read past the allocation
+ * (AddressSanitizer in the sanitizer builds). NaN and Inf among the inputs
+ * propagate as in the model.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cl-ukernel.h"
+#include "testutil.h"
+
+enum { EXIT_SKIP = 77 };
+
+#define SENTINEL 12345.5f
+
+static int check_kernel(const cp_cl_ukernel *u, tu_rng *rng) {
+  const int fused = u->isa != CP_ISA_SCALAR;
+  const size_t mr = (size_t)u->mr, np = (size_t)u->np;
+  const size_t c_in = 1 + tu_next(rng) % 40, taps = 1 + tu_next(rng) % 49;
+  const size_t xs = 1 + tu_next(rng) % 4, n = 1 + tu_next(rng) % np;
+  const size_t out_ld = n + (tu_next(rng) % 2 ? 0 : tu_next(rng) % 7);
+  ptrdiff_t off[49];
+  size_t max_off = 0;
+  for (size_t t = 0; t < taps; t++) {
+    off[t] = (ptrdiff_t)(tu_next(rng) % 200);
+    if ((size_t)off[t] > max_off) max_off = (size_t)off[t];
+  }
+  const size_t cs = max_off + (np - 1) * xs + 1 + tu_next(rng) % 5;
+  /* the last channel ends at its last read: nothing past it is allocated */
+  const size_t x_n = (c_in - 1) * cs + max_off + (np - 1) * xs + 1;
+  const size_t w_n = c_in * taps * mr, out_n = (mr + 2) * out_ld + 8, out0 = out_ld + 3;
+  float *x = malloc(x_n * sizeof(float)), *w = malloc(w_n * sizeof(float));
+  float *out = malloc(out_n * sizeof(float));
+  for (size_t i = 0; i < x_n; i++) x[i] = 2.0f * tu_uniform(rng) - 1.0f;
+  for (size_t i = 0; i < w_n; i++) w[i] = 2.0f * tu_uniform(rng) - 1.0f;
+  if (tu_next(rng) % 4 == 0) { /* a few non-finite inputs */
+    const float specials[3] = {NAN, INFINITY, -INFINITY};
+    for (int i = 0; i < 3; i++) x[tu_next(rng) % x_n] = specials[i];
+  }
+  for (size_t i = 0; i < out_n; i++) out[i] = SENTINEL;
+  u->fn(x, cs, xs, off, taps, c_in, w, out + out0, out_ld, n);
+  int ok = 1;
+  for (size_t i = 0; ok && i < out_n; i++) {
+    const size_t rel = i - out0, m = rel / out_ld, p = rel % out_ld;
+    const int inside = i >= out0 && m < mr && p < n;
+    float want = SENTINEL;
+    if (inside) {
+      want = 0.0f;
+      for (size_t c = 0; c < c_in; c++)
+        for (size_t t = 0; t < taps; t++) {
+          const float xv = x[c * cs + (size_t)off[t] + p * xs], wv = w[(c * taps + t) * mr + m];
+          want = fused ? fmaf(wv, xv, want) : want + wv * xv;
+        }
+    }
+    const float got = out[i];
+    const int same = memcmp(&got, &want, sizeof got) == 0 || (isnan(got) && isnan(want));
+    if (!same) {
+      if (inside)
+        printf("%s: c_in=%zu taps=%zu xs=%zu n=%zu out_ld=%zu: channel %zu position %zu: got %.9g "
+               "want %.9g\n",
+               u->name, c_in, taps, xs, n, out_ld, m, p, got, want);
+      else
+        printf("%s: c_in=%zu taps=%zu xs=%zu n=%zu out_ld=%zu: wrote element %zu outside its "
+               "MR x n values\n",
+               u->name, c_in, taps, xs, n, out_ld, i);
+      ok = 0;
+    }
+  }
+  free(x), free(w), free(out);
+  return ok;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    printf("usage: test_cl_ukernels NAME\n");
+    return 2;
+  }
+  size_t count;
+  const cp_cl_ukernel *list = cp_cl_ukernel_list(&count), *u = NULL;
+  for (size_t i = 0; i < count; i++)
+    if (strcmp(list[i].name, argv[1]) == 0) u = &list[i];
+  if (u == NULL) {
+    printf("no channels-in-lanes kernel named %s\n", argv[1]);
+    return 2;
+  }
+  const cp_cpu *cpu = cp_cpu_get();
+  if (u->isa > cpu->detected) {
+    printf("SKIP %s: this CPU lacks %s\n", u->name, cp_isa_name(u->isa));
+    return EXIT_SKIP;
+  }
+  if (cp_cl_ukernel_select(u->isa) != u) {
+    printf("%s: select(%s) does not give it\n", u->name, cp_isa_name(u->isa));
+    return 1;
+  }
+  tu_rng rng = {2026};
+  int failures = 0, cases = 0;
+  for (int i = 0; i < 3000 && failures < 8; i++, cases++) failures += !check_kernel(u, &rng);
+  printf("%s: %d cases, %d failed\n", u->name, cases, failures);
+  return failures ? 1 : 0;
+}
