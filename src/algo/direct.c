@@ -69,8 +69,8 @@ static const char *cp_direct_declines(const cp_layer *layer, const cp_cpu *cpu, 
 static const char *cp_direct_auto_skips(const cp_layer *layer, const cp_cpu *cpu, char *why,
                                         size_t capacity) {
   const size_t mr = (size_t)cp_cl_ukernel_select(cpu->isa)->mr;
-  const double block_bytes = (double)(layer->c_in / layer->groups) *
-                             (double)(layer->k * layer->k) * (double)mr * sizeof(float);
+  const double block_bytes = (double)(layer->c_in / layer->groups) * (double)(layer->k * layer->k) *
+                             (double)mr * sizeof(float);
   if (cpu->isa != CP_ISA_AVX2) { /* the rule's measurements are AVX2's */
     snprintf(why, capacity, "measured faster on avx2 only (isa %s: not measured)",
              cp_isa_name(cpu->isa));
@@ -207,8 +207,8 @@ static void cp_direct_pack(const cp_run *r, const cp_item *it, float *panel) {
   const cp_plan *pl = r->pl;
   const cp_direct_plan *dp = CP_ALGO_STATE(const cp_direct_plan, pl->state);
   cp_panel_src src;
-  src.image = r->src + (size_t)it->b * (size_t)pl->c_in * (size_t)pl->height *
-                           (size_t)pl->width * pl->elem_size;
+  src.image = r->src + (size_t)it->b * (size_t)pl->c_in * (size_t)pl->height * (size_t)pl->width *
+                           pl->elem_size;
   src.elem_size = pl->elem_size;
   src.c_in = pl->c_in, src.height = pl->height, src.width = pl->width;
   src.groups = 1, src.split = 1, src.phases = 1;
@@ -241,8 +241,8 @@ static const float *cp_direct_pack_item(const cp_run *r, cp_item *it, float *pan
   return panel;
 }
 
-static const float *cp_direct_compute_block(const cp_run *r, const cp_item *it,
-                                            const float *panel, int64_t cb, float *buf) {
+static const float *cp_direct_compute_block(const cp_run *r, const cp_item *it, const float *panel,
+                                            int64_t cb, float *buf) {
   const cp_plan *pl = r->pl;
   const cp_direct_plan *dp = CP_ALGO_STATE(const cp_direct_plan, pl->state);
   const cp_cl_ukernel *uk = cp_direct_setup_of(pl->setup)->uk;
@@ -253,8 +253,8 @@ static const float *cp_direct_compute_block(const cp_run *r, const cp_item *it,
   panel += (size_t)cp_block_group(pl, cb) * cig * dp->panel.cs; /* the group's channels */
   for (size_t y = 0; y < (size_t)it->ny; y++)
     for (size_t x = 0; x < nx; x += np)
-      uk->fn(panel + y * s * ld + x * s, dp->panel.cs, s, (const ptrdiff_t *)it->aux, taps, cig,
-             w, buf + y * pl->buf_row_ld + x, pl->buf_cols, nx - x < np ? nx - x : np);
+      uk->fn(panel + y * s * ld + x * s, dp->panel.cs, s, (const ptrdiff_t *)it->aux, taps, cig, w,
+             buf + y * pl->buf_row_ld + x, pl->buf_cols, nx - x < np ? nx - x : np);
   return buf;
 }
 
@@ -267,8 +267,8 @@ static void cp_direct_describe(const cp_plan *pl, char *text, size_t capacity) {
            "panel          %lld pooled rows x %lld pooled columns: conv %lld rows (%lld input "
            "rows) x %lld columns x %lld channels, fp32, %zu panel columns; stride and dilation "
            "read in place\n",
-           uk->mr, uk->np, (long long)pl->co_blocks, (long long)pl->group,
-           (long long)pl->col_block, (long long)pl->conv_rows,
+           uk->mr, uk->np, (long long)pl->co_blocks, (long long)pl->group, (long long)pl->col_block,
+           (long long)pl->conv_rows,
            (long long)((pl->conv_rows - 1) * pl->conv_stride + pl->extent),
            (long long)pl->conv_cols, (long long)pl->c_in, dp->cols);
 }

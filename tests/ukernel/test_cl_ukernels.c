@@ -69,13 +69,15 @@ static int check_kernel(const cp_cl_ukernel *u, tu_rng *rng) {
     const int same = memcmp(&got, &want, sizeof got) == 0 || (isnan(got) && isnan(want));
     if (!same) {
       if (inside)
-        printf("%s: c_in=%zu taps=%zu xs=%zu n=%zu out_ld=%zu: channel %zu position %zu: got %.9g "
-               "want %.9g\n",
-               u->name, c_in, taps, xs, n, out_ld, m, p, got, want);
+        printf(
+            "%s: c_in=%zu taps=%zu xs=%zu n=%zu out_ld=%zu: channel %zu position %zu: got %.9g "
+            "want %.9g\n",
+            u->name, c_in, taps, xs, n, out_ld, m, p, got, want);
       else
-        printf("%s: c_in=%zu taps=%zu xs=%zu n=%zu out_ld=%zu: wrote element %zu outside its "
-               "MR x n values\n",
-               u->name, c_in, taps, xs, n, out_ld, i);
+        printf(
+            "%s: c_in=%zu taps=%zu xs=%zu n=%zu out_ld=%zu: wrote element %zu outside its "
+            "MR x n values\n",
+            u->name, c_in, taps, xs, n, out_ld, i);
       ok = 0;
     }
   }
