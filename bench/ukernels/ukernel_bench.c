@@ -16,6 +16,10 @@
  * panel layouts are the operator's (src/operator.c): a conv row for k > 1,
  * rows rs = NR + k - 1 apart and channels an odd number of cache lines apart;
  * for k = 1 the im2col GEMM strip (cs = NR, rs = 0).
+ *
+ * Then the channels-in-lanes kernels of src/kernels/cl-ukernels.inc (the
+ * direct algorithm), on a conv row of NP positions at stride 1 and 2 and on
+ * a 1x1 GEMM column: a call computes MR x NP outputs, 2 MR NP c_in k^2 flop.
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -24,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kernels/cl-ukernel.h"
 #include "kernels/ukernel.h"
 #include "peak.h"
 
@@ -93,18 +98,9 @@ static void fill(uint32_t *p, size_t n, int pair, uint64_t *state) {
   }
 }
 
-/* GFLOP/s of one kernel on one shape: the best of TRIALS windows of
+/* GFLOP/s of flop per call of call(ctx): the best of TRIALS windows of
    seconds / TRIALS each, the way the peak is measured (peak_fma). */
-static double bench(const cp_sr_ukernel *u, const shape *s, double seconds) {
-  const geometry g = geometry_of(u, s);
-  uint64_t state = 42;
-  uint32_t *x = xaligned(g.x_elems * 4), *w = xaligned(g.w_elems * 4);
-  float *tile = xaligned((size_t)(u->mr * u->nr) * 4);
-  fill(x, g.x_elems, u->cpack == 2, &state);
-  fill(w, g.w_elems, u->cpack == 2, &state);
-  const float *wf = (const float *)(const void *)w;
-  const size_t ld = (size_t)u->nr;
-#define CALL() u->fn(x, g.cs, g.rs, g.steps, s->k, wf, tile, ld, 0)
+static double rate_of(void (*call)(void *), void *ctx, double flop, double seconds) {
   const double window = seconds / TRIALS;
   /* Batches between clock reads of about a 20th of a window (at most 1 ms);
      finding the size also warms the caches and the vector units. */
@@ -112,7 +108,7 @@ static double bench(const cp_sr_ukernel *u, const shape *s, double seconds) {
   size_t reps = 1;
   for (;;) {
     const double t0 = now_s();
-    for (size_t r = 0; r < reps; r++) CALL();
+    for (size_t r = 0; r < reps; r++) call(ctx);
     if (now_s() - t0 >= batch_s || reps >= ((size_t)1 << 30)) break;
     reps *= 2;
   }
@@ -122,19 +118,104 @@ static double bench(const cp_sr_ukernel *u, const shape *s, double seconds) {
     const double t0 = now_s();
     double t1;
     do {
-      for (size_t r = 0; r < reps; r++) CALL();
+      for (size_t r = 0; r < reps; r++) call(ctx);
       calls += reps;
       t1 = now_s();
     } while (t1 - t0 < window);
-    const double rate = g.flop * (double)calls / (t1 - t0);
+    const double rate = flop * (double)calls / (t1 - t0);
     if (rate > best) best = rate;
   }
-#undef CALL
+  return best * 1e-9;
+}
+
+/* One shift-reduce call on a shape's data. */
+typedef struct sr_call {
+  const cp_sr_ukernel *u;
+  const shape *s;
+  geometry g;
+  const uint32_t *x;
+  const float *w;
+  float *tile;
+} sr_call;
+
+static void sr_call_once(void *ctx) {
+  const sr_call *c = ctx;
+  c->u->fn(c->x, c->g.cs, c->g.rs, c->g.steps, c->s->k, c->w, c->tile, (size_t)c->u->nr, 0);
+}
+
+static double bench(const cp_sr_ukernel *u, const shape *s, double seconds) {
+  const geometry g = geometry_of(u, s);
+  uint64_t state = 42;
+  uint32_t *x = xaligned(g.x_elems * 4), *w = xaligned(g.w_elems * 4);
+  float *tile = xaligned((size_t)(u->mr * u->nr) * 4);
+  fill(x, g.x_elems, u->cpack == 2, &state);
+  fill(w, g.w_elems, u->cpack == 2, &state);
+  sr_call c = {u, s, g, x, (const float *)(const void *)w, tile};
+  const double gflops = rate_of(sr_call_once, &c, g.flop, seconds);
   /* Keep the results observable. */
   volatile float sink = tile[0];
   (void)sink;
   free(x), free(w), free(tile);
-  return best * 1e-9;
+  return gflops;
+}
+
+/* The channels-in-lanes shapes: a conv row of NP positions `stride` apart
+   over c_in channels of a k x k filter, or (k = 1) a GEMM column. */
+typedef struct cl_shape {
+  const char *label;
+  size_t c_in, k, stride;
+} cl_shape;
+
+static const cl_shape cl_shapes[] = {
+    {"k=3 c_in=16 s1", 16, 3, 1}, /* a 3x3 layer's row */
+    {"k=3 c_in=64 s2", 64, 3, 2}, /* ResNet's 3x3 stride-2 layers */
+    {"k=1 c_in=256", 256, 1, 1},  /* a 1x1 layer */
+    {"k=7 c_in=3 s2", 3, 7, 2},   /* the ResNet stem */
+};
+enum { CL_SHAPES = sizeof cl_shapes / sizeof cl_shapes[0] };
+
+typedef struct cl_call {
+  const cp_cl_ukernel *u;
+  const cl_shape *s;
+  size_t cs, taps;
+  const float *x, *w;
+  const ptrdiff_t *pos, *off;
+  float *partial, *out;
+} cl_call;
+
+static void cl_call_once(void *ctx) {
+  const cl_call *c = ctx;
+  c->u->fn(c->x, c->cs, c->pos, c->off, c->taps, c->s->c_in, c->w, c->partial, 1, c->out,
+           (size_t)c->u->np, (size_t)c->u->np);
+}
+
+/* A panel of k rows of (NP - 1) * stride + k columns per channel, channels
+   an odd number of cache lines apart (the direct algorithm's layout). */
+static double bench_cl(const cp_cl_ukernel *u, const cl_shape *s, double seconds, size_t *bytes) {
+  const size_t np = (size_t)u->np, mr = (size_t)u->mr, k = s->k, taps = k * k;
+  const size_t ld = (np - 1) * s->stride + k;
+  size_t cs = cp_round_up(k * ld, 16);
+  if ((cs / 16) % 2 == 0) cs += 16;
+  const size_t x_elems = (s->c_in - 1) * cs + k * ld, w_elems = s->c_in * taps * mr;
+  *bytes = 4 * (x_elems + w_elems + 2 * mr * np);
+  uint64_t state = 42;
+  uint32_t *x = xaligned(x_elems * 4), *w = xaligned(w_elems * 4);
+  float *partial = xaligned(mr * np * 4), *out = xaligned(mr * np * 4);
+  fill(x, x_elems, 0, &state);
+  fill(w, w_elems, 0, &state);
+  ptrdiff_t pos[CP_CL_MAX_NP], off[49];
+  for (size_t p = 0; p < np; p++) pos[p] = (ptrdiff_t)(p * s->stride);
+  for (size_t i = 0; i < k; i++)
+    for (size_t j = 0; j < k; j++) off[i * k + j] = (ptrdiff_t)(i * ld + j);
+  cl_call c = {
+      u,   s,   cs,      taps, (const float *)(const void *)x, (const float *)(const void *)w,
+      pos, off, partial, out};
+  const double flop = 2.0 * (double)(mr * np) * (double)(s->c_in * taps);
+  const double gflops = rate_of(cl_call_once, &c, flop, seconds);
+  volatile float sink = out[0];
+  (void)sink;
+  free(x), free(w), free(partial), free(out);
+  return gflops;
 }
 
 /* The peak instruction of a kernel's ISA, or -1 for none (scalar). */
@@ -155,7 +236,8 @@ static int peak_kind_of(cp_isa isa) {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: convpool-ukernel-bench [--kernel NAME] [--seconds S]\n"
-          "  Times each microkernel of src/kernels/sr-ukernels.inc alone, one thread,\n"
+          "  Times each microkernel of src/kernels/sr-ukernels.inc and cl-ukernels.inc\n"
+          "  alone, one thread,\n"
           "  and compares it with the measured single-thread FMA peak of its ISA.\n"
           "  --kernel NAME  only this kernel (e.g. f32-sr-6x16-avx2)\n"
           "  --seconds S    time per kernel and shape, and per peak (default 0.25)\n");
@@ -187,9 +269,14 @@ int main(int argc, char **argv) {
   const cp_sr_ukernel *list = cp_sr_ukernel_list(&count);
   int selected = 0;
   for (size_t i = 0; i < count; i++) selected += only == NULL || strcmp(list[i].name, only) == 0;
+  size_t cl_listed;
+  const cp_cl_ukernel *cl_list = cp_cl_ukernel_list(&cl_listed);
+  for (size_t i = 0; i < cl_listed; i++)
+    if (only != NULL && strcmp(cl_list[i].name, only) == 0) selected = -1;
   if (selected == 0) {
     fprintf(stderr, "convpool-ukernel-bench: no kernel named %s; the kernels are:\n", only);
     for (size_t i = 0; i < count; i++) fprintf(stderr, "  %s\n", list[i].name);
+    for (size_t i = 0; i < cl_listed; i++) fprintf(stderr, "  %s\n", cl_list[i].name);
     return 2;
   }
 
@@ -254,6 +341,40 @@ int main(int argc, char **argv) {
     const int kind = peak_kind_of(u->isa);
     for (int s = 0; s < SHAPES; s++) {
       const double gflops = bench(u, &shapes[s], seconds);
+      if (kind >= 0 && peak[kind] > 0.0)
+        printf("  %9.1f %4.0f%%", gflops, 100.0 * gflops / peak[kind]);
+      else
+        printf("  %9.1f     -", gflops);
+    }
+    printf("\n");
+  }
+
+  /* The channels-in-lanes kernels, against the same peaks. */
+  size_t cl_count;
+  const cp_cl_ukernel *cl = cp_cl_ukernel_list(&cl_count);
+  int cl_selected = 0;
+  for (size_t i = 0; i < cl_count; i++)
+    cl_selected += only == NULL || strcmp(cl[i].name, only) == 0;
+  if (cl_selected == 0) return 0;
+  printf("channels-in-lanes kernels (direct), shapes:");
+  for (int s = 0; s < CL_SHAPES; s++) printf(" %c: %s;", 'A' + s, cl_shapes[s].label);
+  printf("\n%-26s %-11s", "kernel", "isa");
+  for (int s = 0; s < CL_SHAPES; s++) printf("  %c GFLOP/s %%peak", 'A' + s);
+  printf("\n");
+  for (size_t i = 0; i < cl_count; i++) {
+    const cp_cl_ukernel *u = &cl[i];
+    if (only != NULL && strcmp(u->name, only) != 0) continue;
+    printf("%-26s %-11s", u->name, cp_isa_name(u->isa));
+    if (u->isa > cpu->detected) {
+      printf("  skipped: CPU lacks %s\n", cp_isa_name(u->isa));
+      continue;
+    }
+    const int kind = peak_kind_of(u->isa);
+    if (kind >= 0 && peak[kind] == 0.0)
+      peak[kind] = peak_fma((peak_kind)kind, 1, seconds / TRIALS, TRIALS);
+    for (int s = 0; s < CL_SHAPES; s++) {
+      size_t bytes;
+      const double gflops = bench_cl(u, &cl_shapes[s], seconds, &bytes);
       if (kind >= 0 && peak[kind] > 0.0)
         printf("  %9.1f %4.0f%%", gflops, 100.0 * gflops / peak[kind]);
       else

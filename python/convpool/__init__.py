@@ -423,8 +423,9 @@ class Operator:
              instead of threads of its own; threads must then be None or 0.
              Runs of different operators on it take turns.
     impl     a name of impls(): "auto", "sr" (shift-reduce; no dilation),
-             "im2col", "winograd" (k = 3, stride, dilation and groups 1) or
-             "depthwise" (groups = C_in only).
+             "im2col", "direct" (output channels in the lanes), "winograd"
+             (k = 3, stride, dilation and groups 1) or "depthwise" (groups =
+             C_in only).
     rows_per_item  pooled rows per work item; 0 = the plan decides.
     padding  conv zero padding: int, (h, w) or (top, left, bottom, right).
     activation  None, "relu", "relu6" or a (min, max) clamp, applied to

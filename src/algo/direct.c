@@ -19,6 +19,7 @@
  * item split or the thread count. Conv groups: a channel block never
  * crosses one and contracts over its group's channels of the panel.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -33,14 +34,27 @@ typedef struct cp_direct_state {
 } cp_direct_state;
 CP_ALGO_STATE_FITS(cp_direct_state);
 
-/* The plan's own state: the panel of the item size. */
+/* The plan's own state: the panel of the item size, its tiles and passes.
+   The tile buffer holds, after the block's conv output (MR x buf_cols
+   floats), the tiles' partial sums and their geometry (cp_direct_tile). */
 typedef struct cp_direct_plan {
   cp_panel_layout panel;
-  size_t cols;     /* panel columns an item packs (its kernels read) */
-  size_t offsets;  /* float index of the taps' offsets in the per-thread panel scratch */
-  size_t row_tile; /* tiles per conv row of a full item */
+  size_t cols;    /* panel columns an item packs */
+  size_t tiles;   /* register tiles of an item, at most */
+  size_t kc;      /* input channels per pass (the pass's weights fill half of L1) */
+  size_t partial; /* float index of the partial sums in the tile buffer */
+  size_t geom;    /* float index of the item's tiles (cp_direct_tile) */
+  size_t offsets; /* float index of the taps' offsets (ptrdiff_t) */
 } cp_direct_plan;
 CP_ALGO_STATE_FITS(cp_direct_plan);
+
+/* A register tile of an item: its NP positions' panel offsets (lanes past
+   the last position repeat it: valid reads, never stored), its first
+   output's column in the tile buffer and its positions. */
+typedef struct cp_direct_tile {
+  ptrdiff_t pos[CP_CL_MAX_NP];
+  size_t col, n;
+} cp_direct_tile;
 
 static const cp_direct_state *cp_direct_setup_of(const cp_algo_setup *setup) {
   return CP_ALGO_STATE(const cp_direct_state, setup->state);
@@ -54,35 +68,29 @@ static const char *cp_direct_declines(const cp_layer *layer, const cp_cpu *cpu, 
 
 /*
  * Auto's rule, measured on 2 cores of Zen 3 (AVX2; README, "Choosing the
- * algorithm"; fastest of 60 alternating runs; auto passes direct over on
+ * algorithm"; fastest of 40 alternating runs; auto passes direct over on
  * the other ISAs, where it was not measured): direct beats the algorithm
- * auto takes next on strided filters of k >= 3 in one conv group whose
- * channel block's weights fit L1 (ResNet's stem, 3 -> 64 7x7 stride 2,
- * with its max pool: 2.20 ms against shift-reduce's 2.61; AlexNet's 11x11
- * stride 4: 2.08 against 2.36; 3x3 stride 2 from 3-32 channels: even). It
- * loses elsewhere: a deep layer streams each block's weights from L2 for
- * every tile (256 -> 512 3x3 stride 2 at 14x14: 1.82 against im2col's
- * 1.31 ms), a 1x1 filter pays the transposed store on few steps (64 -> 128
- * 1x1 stride 2: 395 against 177 us) and at stride 1 shift-reduce has no
- * zero taps (3 -> 64 3x3 at 224x224: 2.40 against 1.89 ms).
+ * auto takes next on strided filters of k >= 3 in one conv group, where
+ * shift-reduce splits the filter into zero taps and im2col copies each
+ * input k*k times (ResNet's stem, 3 -> 64 7x7 stride 2: 2.66 ms against
+ * shift-reduce's 3.00; 3x3 stride 2, ResNet's 64 -> 128 at 56x56, 128 ->
+ * 256 at 28x28 and 256 -> 512 at 14x14: 1.21, 0.98 and 1.10 ms against
+ * im2col's 1.58, 1.15 and 1.35). It ties shift-reduce at stride 1 (512 ->
+ * 512 3x3 at 7x7 2.19 / 2.21 ms, 1024 -> 256 1x1 at 14x14 0.98 / 0.89) and
+ * loses on a strided 1x1 filter, whose panel holds the input columns the
+ * stride skips (512 -> 1024 at 28x28: 2.57 against 1.89 ms).
  */
 static const char *cp_direct_auto_skips(const cp_layer *layer, const cp_cpu *cpu, char *why,
                                         size_t capacity) {
-  const size_t mr = (size_t)cp_cl_ukernel_select(cpu->isa)->mr;
-  const double block_bytes = (double)(layer->c_in / layer->groups) * (double)(layer->k * layer->k) *
-                             (double)mr * sizeof(float);
   if (cpu->isa != CP_ISA_AVX2) { /* the rule's measurements are AVX2's */
     snprintf(why, capacity, "measured faster on avx2 only (isa %s: not measured)",
              cp_isa_name(cpu->isa));
     return why;
   }
-  if (layer->conv_stride >= 2 && layer->k >= 3 && layer->groups == 1 &&
-      block_bytes <= (double)cpu->l1d)
-    return NULL;
+  if (layer->conv_stride >= 2 && layer->k >= 3 && layer->groups == 1) return NULL;
   snprintf(why, capacity,
-           "shift-reduce or im2col is faster unless the conv is strided, k >= 3, one group and "
-           "a channel block's weights (%.0f KiB) fit L1 (%zu KiB) (measured rule)",
-           block_bytes / 1024.0, cpu->l1d >> 10);
+           "shift-reduce, im2col or depthwise is as fast or faster unless the conv is strided, "
+           "k >= 3 and in one group (measured rule)");
   return why;
 }
 
@@ -136,24 +144,25 @@ static void cp_direct_pack_weights(const cp_layer *layer, const cp_algo_setup *s
       }
 }
 
-/* Items start on any conv row and on whole register tiles of a row. */
+/* Items start on any conv row and span the conv width (a unit of ow
+   pooled columns): their tiles then run flat over the rows, whatever the
+   width (cp_direct_tiles), where column blocks of whole tiles would leave
+   a narrow last block (7 columns: blocks of 6 and 1). */
 static void cp_direct_item_units(const cp_plan *pl, int64_t *rows, int64_t *cols) {
   *rows = 1;
-  *cols = cp_direct_setup_of(pl->setup)->uk->np;
+  *cols = pl->ow * pl->stride;
 }
 
 static int cp_direct_geometry(cp_plan *pl) {
   cp_direct_plan *dp = CP_ALGO_STATE(cp_direct_plan, pl->state);
   const cp_cl_ukernel *uk = cp_direct_setup_of(pl->setup)->uk;
-  const size_t np = (size_t)uk->np, s = (size_t)pl->conv_stride, extent = (size_t)pl->extent;
-  const size_t line = CP_CACHE_LINE / sizeof(float), taps = (size_t)(pl->k * pl->k);
+  const size_t np = (size_t)uk->np, mr = (size_t)uk->mr, s = (size_t)pl->conv_stride;
+  const size_t extent = (size_t)pl->extent, taps = (size_t)(pl->k * pl->k);
+  const size_t line = CP_CACHE_LINE / sizeof(float), es = sizeof(float);
   const size_t conv_rows = (size_t)pl->conv_rows, cw = (size_t)pl->conv_cols;
-  /* a row's last tile reads all NP positions: the panel's columns reach
-     them even where the row has fewer */
-  const size_t positions = (cw + np - 1) / np * np;
-  size_t rows, cs, n, bytes;
+  size_t rows, cs, n, at;
   if (!cp_mul(conv_rows - 1, s, &rows) || !cp_add(rows, extent, &rows) ||
-      !cp_mul(positions - 1, s, &dp->cols) || !cp_add(dp->cols, extent, &dp->cols) ||
+      !cp_mul(cw - 1, s, &dp->cols) || !cp_add(dp->cols, extent, &dp->cols) ||
       !cp_mul(rows, dp->cols, &cs))
     return 0;
   dp->panel.ld = dp->cols;
@@ -161,17 +170,23 @@ static int cp_direct_geometry(cp_plan *pl) {
   cs = cp_round_up(cs, line);
   if ((cs / line) % 2 == 0) cs += line;
   dp->panel.cs = cs;
-  if (!cp_mul((size_t)pl->c_in, cs, &n)) return 0;
-  dp->panel.floats = n;
-  /* the taps' offsets (ptrdiff_t) after the panel, in the same scratch */
-  dp->offsets = cp_round_up(n, line);
-  if (!cp_mul(taps, sizeof(ptrdiff_t), &bytes) ||
-      !cp_add(dp->offsets * sizeof(float), bytes, &pl->panel_bytes))
+  if (!cp_mul((size_t)pl->c_in, cs, &dp->panel.floats) ||
+      !cp_mul(dp->panel.floats, es, &pl->panel_bytes))
     return 0;
-  dp->row_tile = (cw + np - 1) / np;
+  /* at most a tile per NP columns of each row (fewer when flat) */
+  if (!cp_mul(conv_rows, (cw + np - 1) / np, &dp->tiles)) return 0;
+  const size_t l1 = pl->l1_bytes > 16384 ? pl->l1_bytes : 16384;
+  dp->kc = l1 / 2 / (taps * mr * es);
+  if (dp->kc < 1) dp->kc = 1;
   pl->buf_row_ld = cw; /* compact rows: the kernels write only an item's columns */
-  if (!cp_mul(conv_rows, cw, &pl->buf_cols)) return 0;
-  return cp_mul(pl->buf_cols, (size_t)uk->mr * sizeof(float), &pl->buf_bytes);
+  if (!cp_mul(conv_rows, cw, &pl->buf_cols) || !cp_mul(pl->buf_cols, mr, &at)) return 0;
+  dp->partial = cp_round_up(at, line);
+  if (!cp_mul(dp->tiles, np * mr, &n) || !cp_add(dp->partial, n, &at)) return 0;
+  dp->geom = cp_round_up(at, line);
+  if (!cp_mul(dp->tiles, sizeof(cp_direct_tile) / es, &n) || !cp_add(dp->geom, n, &at)) return 0;
+  dp->offsets = cp_round_up(at, line);
+  if (!cp_mul(taps, sizeof(ptrdiff_t) / es, &n) || !cp_add(dp->offsets, n, &at)) return 0;
+  return cp_mul(at, es, &pl->buf_bytes);
 }
 
 /* Kernel lanes of an item (every channel block, whole register tiles) plus
@@ -179,8 +194,10 @@ static int cp_direct_geometry(cp_plan *pl) {
 static double cp_direct_item_cost(const cp_plan *pl) {
   const cp_direct_plan *dp = CP_ALGO_STATE(const cp_direct_plan, pl->state);
   const cp_cl_ukernel *uk = cp_direct_setup_of(pl->setup)->uk;
-  const double lanes = (double)pl->conv_rows * (double)dp->row_tile * uk->np *
-                       (double)(pl->c_in / pl->groups) * (double)(pl->k * pl->k) *
+  /* flat tiles where the item spans the conv width (cp_direct_tiles) */
+  const double positions = (double)pl->conv_rows * (double)pl->conv_cols;
+  const double tiles = pl->col_block >= pl->pw ? ceil(positions / uk->np) : (double)dp->tiles;
+  const double lanes = tiles * uk->np * (double)(pl->c_in / pl->groups) * (double)(pl->k * pl->k) *
                        (double)pl->co_blocks * uk->mr;
   const double copy = pl->cfg->copy_cost * (double)dp->panel.floats;
   return (lanes + copy) /
@@ -229,32 +246,69 @@ static void cp_direct_prepare(const cp_run *r, int64_t index) {
 
 static const float *cp_direct_pack_item(const cp_run *r, cp_item *it, float *panel) {
   const cp_plan *pl = r->pl;
-  const cp_direct_plan *dp = CP_ALGO_STATE(const cp_direct_plan, pl->state);
-  /* the taps' offsets in a channel's plane, in this thread's scratch */
-  ptrdiff_t *off = (ptrdiff_t *)(void *)(panel + dp->offsets);
-  for (int64_t i = 0; i < pl->k; i++)
-    for (int64_t j = 0; j < pl->k; j++)
-      off[i * pl->k + j] = (ptrdiff_t)(i * pl->dilation * (int64_t)dp->panel.ld + j * pl->dilation);
-  it->aux = off;
   if (pl->prepare_items > 0) return cp_direct_region(r, cp_item_region(pl, it));
   cp_direct_pack(r, it, panel);
   return panel;
 }
 
+/*
+ * The item's register tiles into tile[]: flat over its positions (row after
+ * row) where its rows are the tile buffer's (the item spans the conv
+ * width), else per conv row; returns their count.
+ */
+static size_t cp_direct_tiles(const cp_plan *pl, const cp_item *it, size_t np,
+                              cp_direct_tile *tile) {
+  const cp_direct_plan *dp = CP_ALGO_STATE(const cp_direct_plan, pl->state);
+  const size_t nx = (size_t)it->nx, ny = (size_t)it->ny, s = (size_t)pl->conv_stride;
+  const size_t per_row = (nx + np - 1) / np, flat = nx == pl->buf_row_ld;
+  const size_t tiles = flat ? (ny * nx + np - 1) / np : ny * per_row;
+  for (size_t i = 0; i < tiles; i++) {
+    const size_t y = i / per_row, q0 = flat ? i * np : y * nx + (i % per_row) * np;
+    const size_t end = flat ? ny * nx : (y + 1) * nx;
+    tile[i].n = end - q0 < np ? end - q0 : np;
+    tile[i].col = flat ? q0 : y * pl->buf_row_ld + (i % per_row) * np;
+    for (size_t p = 0; p < np; p++) {
+      const size_t q = p < tile[i].n ? q0 + p : q0 + tile[i].n - 1;
+      tile[i].pos[p] = (ptrdiff_t)((q / nx) * s * dp->panel.ld + (q % nx) * s);
+    }
+  }
+  return tiles;
+}
+
+/*
+ * Channel block cb: the contraction in passes of kc input channels, the
+ * pass's weights in L1 while every tile of the item multiplies them, each
+ * tile's sums kept between passes in the partial sums (the kernels continue
+ * them: the same bits as one pass), the last pass storing them into the
+ * block's rows of buf.
+ */
 static const float *cp_direct_compute_block(const cp_run *r, const cp_item *it, const float *panel,
                                             int64_t cb, float *buf) {
   const cp_plan *pl = r->pl;
   const cp_direct_plan *dp = CP_ALGO_STATE(const cp_direct_plan, pl->state);
   const cp_cl_ukernel *uk = cp_direct_setup_of(pl->setup)->uk;
-  const size_t np = (size_t)uk->np, s = (size_t)pl->conv_stride, ld = dp->panel.ld;
+  const size_t np = (size_t)uk->np, mr = (size_t)uk->mr, cs = dp->panel.cs;
   const size_t taps = (size_t)(pl->k * pl->k), cig = (size_t)(pl->c_in / pl->groups);
-  const size_t nx = (size_t)it->nx;
-  const float *w = r->packed + (size_t)cb * cig * taps * (size_t)uk->mr;
-  panel += (size_t)cp_block_group(pl, cb) * cig * dp->panel.cs; /* the group's channels */
-  for (size_t y = 0; y < (size_t)it->ny; y++)
-    for (size_t x = 0; x < nx; x += np)
-      uk->fn(panel + y * s * ld + x * s, dp->panel.cs, s, (const ptrdiff_t *)it->aux, taps, cig, w,
-             buf + y * pl->buf_row_ld + x, pl->buf_cols, nx - x < np ? nx - x : np);
+  float *partial = buf + dp->partial;
+  cp_direct_tile *tile = (cp_direct_tile *)(void *)(buf + dp->geom);
+  ptrdiff_t *off = (ptrdiff_t *)(void *)(buf + dp->offsets);
+  /* the item's taps and tiles, once: buf is kept between its blocks */
+  if (cb == it->cb0) {
+    for (int64_t i = 0; i < pl->k; i++)
+      for (int64_t j = 0; j < pl->k; j++)
+        off[i * pl->k + j] =
+            (ptrdiff_t)(i * pl->dilation * (int64_t)dp->panel.ld + j * pl->dilation);
+  }
+  const size_t tiles = cp_direct_tiles(pl, it, np, tile);
+  const float *w = r->packed + (size_t)cb * cig * taps * mr;
+  panel += (size_t)cp_block_group(pl, cb) * cig * cs; /* the group's channels */
+  for (size_t c0 = 0; c0 < cig; c0 += dp->kc) {
+    const size_t kn = cig - c0 < dp->kc ? cig - c0 : dp->kc, last = c0 + kn == cig;
+    for (size_t i = 0; i < tiles; i++)
+      uk->fn(panel + c0 * cs, cs, tile[i].pos, off, taps, kn, w + c0 * taps * mr,
+             partial + i * np * mr, c0 == 0, last ? buf + tile[i].col : NULL, pl->buf_cols,
+             tile[i].n);
+  }
   return buf;
 }
 

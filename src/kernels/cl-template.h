@@ -2,58 +2,65 @@
  * Template of the vector channels-in-lanes microkernels (see cl-ukernel.h).
  * Each (c, t) step loads the MRV weight vectors of the tap once and
  * broadcasts each of the NP positions' input to multiply them, MRV * NP
- * independent multiply-adds into the register tile; the tile leaves the
- * registers once, through a small stack array whose columns are the
- * output's rows (channels in lanes become rows of positions).
+ * independent multiply-adds into the register tile (the positions' offsets
+ * stay in registers: each broadcast is one addressed load). The tile leaves
+ * the registers once: to the partial sums, or through a small stack array
+ * whose columns are the output's rows (channels in lanes become rows of
+ * positions).
  *
  * Define before including:
  *   CP_FN                  function name (one kernel per file)
  *   CP_MRV, CP_NP          vectors of channels, and positions, per tile
  *   CP_LANES               fp32 lanes of a vector
- *   CP_VEC, CP_ZERO(), CP_LOAD(p), CP_STORE(p, v), CP_BCAST(p)
+ *   CP_VEC, CP_ZERO(), CP_LOAD(p), CP_STORE(p, v) (aligned), CP_BCAST(p)
  *   CP_MAC(acc, w, x)      acc + w * x, one rounding
  */
 #include <immintrin.h>
 
 #define CP_MR (CP_MRV * CP_LANES)
 
-/* The (c, t) steps with positions xs panel columns apart: inlined with xs
-   a constant for strides 1 and 2, so the NP broadcasts address the panel
-   with constant displacements instead of a chain of adds. */
-static inline __attribute__((always_inline)) void cp_cl_steps(const float *x, size_t cs, size_t xs,
-                                                              const ptrdiff_t *off, size_t taps,
-                                                              size_t c_in, const float *w,
-                                                              CP_VEC acc[CP_NP][CP_MRV]) {
-  for (size_t c = 0; c < c_in; c++) {
-    const float *xc = x + c * cs;
-    for (size_t t = 0; t < taps; t++, w += CP_MR) {
-      const float *xt = xc + off[t];
-      CP_VEC wv[CP_MRV];
+/* One (c, t) step: the tap's weight vectors times each position's input
+   at xt + at[p]. */
+static inline __attribute__((always_inline)) void cp_cl_step(const float *xt, const ptrdiff_t *at,
+                                                             const float *w,
+                                                             CP_VEC acc[CP_NP][CP_MRV]) {
+  CP_VEC wv[CP_MRV];
 #pragma GCC unroll 4
-      for (int v = 0; v < CP_MRV; v++) wv[v] = CP_LOAD(w + CP_LANES * v);
+  for (int v = 0; v < CP_MRV; v++) wv[v] = CP_LOAD(w + CP_LANES * v);
 #pragma GCC unroll 16
-      for (int p = 0; p < CP_NP; p++) {
-        const CP_VEC b = CP_BCAST(xt + (size_t)p * xs);
+  for (int p = 0; p < CP_NP; p++) {
+    const CP_VEC b = CP_BCAST(xt + at[p]);
 #pragma GCC unroll 4
-        for (int v = 0; v < CP_MRV; v++) acc[p][v] = CP_MAC(acc[p][v], wv[v], b);
-      }
-    }
+    for (int v = 0; v < CP_MRV; v++) acc[p][v] = CP_MAC(acc[p][v], wv[v], b);
   }
 }
 
-void CP_FN(const float *x, size_t cs, size_t xs, const ptrdiff_t *off, size_t taps, size_t c_in,
-           const float *w, float *out, size_t out_ld, size_t n) {
+void CP_FN(const float *x, size_t cs, const ptrdiff_t *pos, const ptrdiff_t *off, size_t taps,
+           size_t c_in, const float *w, float *partial, int start, float *out, size_t out_ld,
+           size_t n) {
   CP_VEC acc[CP_NP][CP_MRV];
+  ptrdiff_t at[CP_NP];
 #pragma GCC unroll 16
-  for (int p = 0; p < CP_NP; p++)
+  for (int p = 0; p < CP_NP; p++) {
+    at[p] = pos[p];
 #pragma GCC unroll 4
-    for (int v = 0; v < CP_MRV; v++) acc[p][v] = CP_ZERO();
-  if (xs == 1)
-    cp_cl_steps(x, cs, 1, off, taps, c_in, w, acc);
-  else if (xs == 2)
-    cp_cl_steps(x, cs, 2, off, taps, c_in, w, acc);
-  else
-    cp_cl_steps(x, cs, xs, off, taps, c_in, w, acc);
+    for (int v = 0; v < CP_MRV; v++)
+      acc[p][v] = start ? CP_ZERO() : CP_LOAD(partial + p * CP_MR + CP_LANES * v);
+  }
+  if (taps == 1) { /* a 1x1 filter: one loop over the channels, the same sums */
+    const float *xt = x + off[0];
+    for (size_t c = 0; c < c_in; c++, w += CP_MR, xt += cs) cp_cl_step(xt, at, w, acc);
+  } else {
+    for (size_t c = 0; c < c_in; c++)
+      for (size_t t = 0; t < taps; t++, w += CP_MR) cp_cl_step(x + c * cs + off[t], at, w, acc);
+  }
+  if (out == NULL) {
+#pragma GCC unroll 16
+    for (int p = 0; p < CP_NP; p++)
+#pragma GCC unroll 4
+      for (int v = 0; v < CP_MRV; v++) CP_STORE(partial + p * CP_MR + CP_LANES * v, acc[p][v]);
+    return;
+  }
   float tile[CP_NP][CP_MR] __attribute__((aligned(64)));
 #pragma GCC unroll 16
   for (int p = 0; p < CP_NP; p++)

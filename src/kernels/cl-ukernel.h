@@ -4,19 +4,22 @@
  * broadcast to every lane. One fixed signature for every ISA.
  *
  * A call computes one register tile of MR output channels x NP conv
- * positions p, whose input of channel c, tap t is x[c*cs + off[t] + p*xs]
- * (xs: the conv stride in panel columns; off[t]: the tap's offset in a
- * channel's plane, dilation included):
+ * positions p, whose input of channel c, tap t is x[c*cs + off[t] + pos[p]]
+ * (pos[p]: the position's first input in a channel's panel plane, so the
+ * conv stride and any order of positions are the caller's; off[t]: the
+ * tap's offset, dilation included). Over channels c < c_in:
  *
- *   out[m*out_ld + p] = sum_{c < c_in, t < taps} w[(c*taps + t)*MR + m]
- *                                                * x[c*cs + off[t] + p*xs]
+ *   acc[p][m] += sum_{c < c_in, t < taps} w[(c*taps + t)*MR + m]
+ *                                         * x[c*cs + off[t] + pos[p]]
  *
- * for m < MR and p < n (1 <= n <= NP), with the sum taken in exactly that
- * (c, t) order from zero, in fp32 (one FMA per term where the ISA has one;
- * the portable kernel multiplies, then adds): for a filter read row by row,
- * the order of the shift-reduce kernels. It writes those MR x n values and
- * nothing else, and reads x for every p < NP whatever n: the caller makes
- * sure all of it lies inside the panel.
+ * in exactly that (c, t) order, in fp32 (one FMA per term where the ISA has
+ * one; the portable kernel multiplies, then adds), acc starting from zero
+ * when `start`, else from partial[p*MR + m] (the sums a call over the
+ * channels before stored there: a contraction split into passes gives the
+ * same bits as one call). With out NULL the sums go back to partial;
+ * otherwise out[m*out_ld + p] = acc[p][m] for m < MR and p < n (1 <= n <=
+ * NP) and nothing else is written. x is read for every p < NP whatever n:
+ * the caller makes sure every pos[p] is a valid position.
  */
 #ifndef CONVPOOL_CL_UKERNEL_H
 #define CONVPOOL_CL_UKERNEL_H
@@ -25,9 +28,9 @@
 
 #include "../internal.h"
 
-typedef void (*cp_cl_ukernel_fn)(const float *x, size_t cs, size_t xs, const ptrdiff_t *off,
-                                 size_t taps, size_t c_in, const float *w, float *out,
-                                 size_t out_ld, size_t n);
+typedef void (*cp_cl_ukernel_fn)(const float *x, size_t cs, const ptrdiff_t *pos,
+                                 const ptrdiff_t *off, size_t taps, size_t c_in, const float *w,
+                                 float *partial, int start, float *out, size_t out_ld, size_t n);
 
 typedef struct cp_cl_ukernel {
   const char *name;
@@ -37,11 +40,14 @@ typedef struct cp_cl_ukernel {
   cp_cl_ukernel_fn fn;
 } cp_cl_ukernel;
 
+/* The most positions of any kernel's tile (buffers sized at compile time). */
+#define CP_CL_MAX_NP 16
+
 /* Declarations of every kernel in cl-ukernels.inc. */
 #define CP_CL_UKERNEL(mr, np, isa, ISA)                                                         \
-  void cp_f32_cl_ukernel_##mr##x##np##__##isa(const float *, size_t, size_t, const ptrdiff_t *, \
-                                              size_t, size_t, const float *, float *, size_t,   \
-                                              size_t);
+  void cp_f32_cl_ukernel_##mr##x##np##__##isa(const float *, size_t, const ptrdiff_t *,         \
+                                              const ptrdiff_t *, size_t, size_t, const float *, \
+                                              float *, int, float *, size_t, size_t);
 #include "cl-ukernels.inc"
 #undef CP_CL_UKERNEL
 

@@ -4,15 +4,18 @@
  *   test_cl_ukernels NAME   test one listed kernel (exit 77: CPU lacks its ISA)
  *
  * Each kernel against a scalar model of its contract (cl-ukernel.h) over
- * random channel counts, taps at random offsets, position steps 1..4 (the
- * conv stride), partial tiles (n < NP) and output rows apart by more than
- * n: bit for bit (the model sums in the kernel's (c, t) order, with fmaf
- * for the FMA kernels and a product then a sum for the portable one), and
- * nothing written outside the MR x n values. The input's buffer ends where
- * the kernel's last read lies (x[c*cs + off[t] + (NP-1)*xs] for the largest
- * ones), so a read past the contract is a read past the allocation
- * (AddressSanitizer in the sanitizer builds). NaN and Inf among the inputs
- * propagate as in the model.
+ * random channel counts, taps at random offsets, positions at random offsets
+ * (a conv stride, rows, repeated tail lanes), partial tiles (n < NP) and
+ * output rows apart by more than n: bit for bit (the model sums in the
+ * kernel's (c, t) order, with fmaf for the FMA kernels and a product then a
+ * sum for the portable one), and nothing written outside the MR x n values.
+ * The positions reversed among the lanes must give each output the same
+ * bits, NaN signs included (an item's tiles change with the split), and the
+ * same contraction in two passes (the first storing its partial sums, the
+ * second continuing them) the same bits as one.
+ * The input's buffer ends where the kernel's last read lies, so a read past
+ * the contract is a read past the allocation (AddressSanitizer in the
+ * sanitizer builds). NaN and Inf among the inputs propagate as in the model.
  */
 #include <math.h>
 #include <stdio.h>
@@ -30,28 +33,36 @@ static int check_kernel(const cp_cl_ukernel *u, tu_rng *rng) {
   const int fused = u->isa != CP_ISA_SCALAR;
   const size_t mr = (size_t)u->mr, np = (size_t)u->np;
   const size_t c_in = 1 + tu_next(rng) % 40, taps = 1 + tu_next(rng) % 49;
-  const size_t xs = 1 + tu_next(rng) % 4, n = 1 + tu_next(rng) % np;
+  const size_t n = 1 + tu_next(rng) % np;
   const size_t out_ld = n + (tu_next(rng) % 2 ? 0 : tu_next(rng) % 7);
-  ptrdiff_t off[49];
-  size_t max_off = 0;
+  ptrdiff_t off[49], pos[CP_CL_MAX_NP];
+  size_t max_off = 0, max_pos = 0;
   for (size_t t = 0; t < taps; t++) {
     off[t] = (ptrdiff_t)(tu_next(rng) % 200);
     if ((size_t)off[t] > max_off) max_off = (size_t)off[t];
   }
-  const size_t cs = max_off + (np - 1) * xs + 1 + tu_next(rng) % 5;
+  const size_t step = 1 + tu_next(rng) % 4; /* positions a conv stride apart, or anywhere */
+  for (size_t p = 0; p < np; p++) {
+    pos[p] = (ptrdiff_t)(tu_next(rng) % 3 ? p * step : tu_next(rng) % 90);
+    if (p >= n && tu_next(rng) % 2) pos[p] = pos[n - 1]; /* a repeated tail lane */
+    if ((size_t)pos[p] > max_pos) max_pos = (size_t)pos[p];
+  }
+  const size_t cs = max_off + max_pos + 1 + tu_next(rng) % 5;
   /* the last channel ends at its last read: nothing past it is allocated */
-  const size_t x_n = (c_in - 1) * cs + max_off + (np - 1) * xs + 1;
+  const size_t x_n = (c_in - 1) * cs + max_off + max_pos + 1;
   const size_t w_n = c_in * taps * mr, out_n = (mr + 2) * out_ld + 8, out0 = out_ld + 3;
   float *x = malloc(x_n * sizeof(float)), *w = malloc(w_n * sizeof(float));
-  float *out = malloc(out_n * sizeof(float));
+  float *out = malloc(out_n * sizeof(float)), *out2 = malloc(out_n * sizeof(float));
+  float *partial = aligned_alloc(64, (np * mr * sizeof(float) + 63) / 64 * 64);
   for (size_t i = 0; i < x_n; i++) x[i] = 2.0f * tu_uniform(rng) - 1.0f;
   for (size_t i = 0; i < w_n; i++) w[i] = 2.0f * tu_uniform(rng) - 1.0f;
-  if (tu_next(rng) % 4 == 0) { /* a few non-finite inputs */
+  if (tu_next(rng) % 4 == 0) { /* non-finite inputs: a few, or one in 8 (Inf - Inf: NaN) */
     const float specials[3] = {NAN, INFINITY, -INFINITY};
-    for (int i = 0; i < 3; i++) x[tu_next(rng) % x_n] = specials[i];
+    const size_t count = tu_next(rng) % 2 ? 3 : x_n / 8 + 1;
+    for (size_t i = 0; i < count; i++) x[tu_next(rng) % x_n] = specials[tu_next(rng) % 3];
   }
-  for (size_t i = 0; i < out_n; i++) out[i] = SENTINEL;
-  u->fn(x, cs, xs, off, taps, c_in, w, out + out0, out_ld, n);
+  for (size_t i = 0; i < out_n; i++) out[i] = out2[i] = SENTINEL;
+  u->fn(x, cs, pos, off, taps, c_in, w, partial, 1, out + out0, out_ld, n);
   int ok = 1;
   for (size_t i = 0; ok && i < out_n; i++) {
     const size_t rel = i - out0, m = rel / out_ld, p = rel % out_ld;
@@ -61,7 +72,7 @@ static int check_kernel(const cp_cl_ukernel *u, tu_rng *rng) {
       want = 0.0f;
       for (size_t c = 0; c < c_in; c++)
         for (size_t t = 0; t < taps; t++) {
-          const float xv = x[c * cs + (size_t)off[t] + p * xs], wv = w[(c * taps + t) * mr + m];
+          const float xv = x[c * cs + (size_t)(off[t] + pos[p])], wv = w[(c * taps + t) * mr + m];
           want = fused ? fmaf(wv, xv, want) : want + wv * xv;
         }
     }
@@ -70,18 +81,50 @@ static int check_kernel(const cp_cl_ukernel *u, tu_rng *rng) {
     if (!same) {
       if (inside)
         printf(
-            "%s: c_in=%zu taps=%zu xs=%zu n=%zu out_ld=%zu: channel %zu position %zu: got %.9g "
+            "%s: c_in=%zu taps=%zu n=%zu out_ld=%zu: channel %zu position %zu: got %.9g "
             "want %.9g\n",
-            u->name, c_in, taps, xs, n, out_ld, m, p, got, want);
+            u->name, c_in, taps, n, out_ld, m, p, got, want);
       else
         printf(
-            "%s: c_in=%zu taps=%zu xs=%zu n=%zu out_ld=%zu: wrote element %zu outside its "
-            "MR x n values\n",
-            u->name, c_in, taps, xs, n, out_ld, i);
+            "%s: c_in=%zu taps=%zu n=%zu out_ld=%zu: wrote element %zu outside its MR x n "
+            "values\n",
+            u->name, c_in, taps, n, out_ld, i);
       ok = 0;
     }
   }
-  free(x), free(w), free(out);
+  /* the positions reversed among the tile's lanes: each output the same
+     bits, NaN signs included, whichever lane computes it (the tiles of an
+     item change with the item split) */
+  if (ok) {
+    ptrdiff_t rev[CP_CL_MAX_NP];
+    for (size_t p = 0; p < np; p++) rev[p] = p < n ? pos[n - 1 - p] : pos[p];
+    for (size_t i = 0; i < out_n; i++) out2[i] = SENTINEL;
+    u->fn(x, cs, rev, off, taps, c_in, w, partial, 1, out2 + out0, out_ld, n);
+    for (size_t m = 0; ok && m < mr; m++)
+      for (size_t p = 0; ok && p < n; p++)
+        if (memcmp(&out2[out0 + m * out_ld + p], &out[out0 + m * out_ld + (n - 1 - p)],
+                   sizeof(float)) != 0) {
+          printf(
+              "%s: c_in=%zu taps=%zu n=%zu: channel %zu differs when its position moves from "
+              "lane %zu to lane %zu\n",
+              u->name, c_in, taps, n, m, n - 1 - p, p);
+          ok = 0;
+        }
+    for (size_t i = 0; i < out_n; i++) out2[i] = SENTINEL;
+  }
+  /* two passes: channels [0, c1) into the partial sums, then [c1, c_in) on */
+  if (ok && c_in >= 2) {
+    const size_t c1 = 1 + tu_next(rng) % (c_in - 1);
+    u->fn(x, cs, pos, off, taps, c1, w, partial, 1, NULL, 0, n);
+    u->fn(x + c1 * cs, cs, pos, off, taps, c_in - c1, w + c1 * taps * mr, partial, 0, out2 + out0,
+          out_ld, n);
+    if (memcmp(out, out2, out_n * sizeof *out) != 0) {
+      printf("%s: c_in=%zu taps=%zu n=%zu: %zu + %zu channels in two passes differ from one\n",
+             u->name, c_in, taps, n, c1, c_in - c1);
+      ok = 0;
+    }
+  }
+  free(x), free(w), free(out), free(out2), free(partial);
   return ok;
 }
 
