@@ -297,6 +297,10 @@ int main(int argc, char **argv) {
     const int kind = peak_kind_of(list[i].isa);
     if (kind >= 0 && (only == NULL || strcmp(list[i].name, only) == 0)) need[kind] = 1;
   }
+  for (size_t i = 0; i < cl_listed; i++) {
+    const int kind = peak_kind_of(cl_list[i].isa);
+    if (kind >= 0 && (only == NULL || strcmp(cl_list[i].name, only) == 0)) need[kind] = 1;
+  }
   printf("single-thread peak:");
   const char *sep = " ";
   for (int kind = 0; kind < PEAK_COUNT; kind++) {
@@ -310,6 +314,7 @@ int main(int argc, char **argv) {
   }
   printf("\n");
 
+  if (selected < 0) goto channels_in_lanes; /* only a channels-in-lanes kernel asked for */
   /* The shapes, with the data footprint across the selected kernels. */
   for (int s = 0; s < SHAPES; s++) {
     size_t lo = SIZE_MAX, hi = 0;
@@ -350,8 +355,9 @@ int main(int argc, char **argv) {
   }
 
   /* The channels-in-lanes kernels, against the same peaks. */
-  size_t cl_count;
-  const cp_cl_ukernel *cl = cp_cl_ukernel_list(&cl_count);
+channels_in_lanes:;
+  const size_t cl_count = cl_listed;
+  const cp_cl_ukernel *cl = cl_list;
   int cl_selected = 0;
   for (size_t i = 0; i < cl_count; i++)
     cl_selected += only == NULL || strcmp(cl[i].name, only) == 0;
@@ -370,8 +376,6 @@ int main(int argc, char **argv) {
       continue;
     }
     const int kind = peak_kind_of(u->isa);
-    if (kind >= 0 && peak[kind] == 0.0)
-      peak[kind] = peak_fma((peak_kind)kind, 1, seconds / TRIALS, TRIALS);
     for (int s = 0; s < CL_SHAPES; s++) {
       size_t bytes;
       const double gflops = bench_cl(u, &cl_shapes[s], seconds, &bytes);
