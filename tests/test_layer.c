@@ -470,6 +470,19 @@ static int check_layer_grid(int *cases) {
   l.activation = CONVPOOL_ACTIVATION_CLAMP, l.clamp_min = 0.0f, l.clamp_max = 6.0f;
   (*cases)++;
   if (!check_layer(&l, 2, 17, 12, 1, 402, NULL)) failures++;
+  /* Blocked sweeps that split: 600 output channels per group in several of
+     im2col's chunks of channel blocks, 100 input channels x 3x3 in several of
+     im2col's and direct's contraction passes; with 2 conv groups (and stride
+     2) a chunk stops at a group's end and a pass covers half as many
+     channels. */
+  for (int g = 1; g <= 2; g++) {
+    convpool_layer_init(&l, CONVPOOL_FLOAT32, 600 * g, 100, 3, 1);
+    l.groups = g, l.stride = g;
+    for (int s = 0; s < 4; s++) l.padding[s] = 1;
+    l.activation = CONVPOOL_ACTIVATION_RELU;
+    (*cases)++;
+    if (!check_layer(&l, 1, 9, 11, 1, 403 + (uint64_t)g, NULL)) failures++;
+  }
   failures += check_pool_grid(cases);
   /* A non-finite bias: +-inf and NaN are added before the max, as torch does
      (max(-inf + inf, ...) is NaN, not inf). */
