@@ -233,6 +233,23 @@ static int peak_kind_of(cp_isa isa) {
   return -1;
 }
 
+/* A kernel's row: its name and ISA; 0 (and the reason) where this CPU
+   cannot run it. */
+static int row_start(const char *name, cp_isa isa, const cp_cpu *cpu) {
+  printf("%-26s %-11s", name, cp_isa_name(isa));
+  if (isa <= cpu->detected) return 1;
+  printf("  skipped: CPU lacks %s\n", cp_isa_name(isa));
+  return 0;
+}
+
+/* One shape's rate, with its % of the ISA's peak where there is one. */
+static void print_rate(double gflops, int kind, const double *peak) {
+  if (kind >= 0 && peak[kind] > 0.0)
+    printf("  %9.1f %4.0f%%", gflops, 100.0 * gflops / peak[kind]);
+  else
+    printf("  %9.1f     -", gflops);
+}
+
 static void usage(FILE *f) {
   fprintf(f,
           "usage: convpool-ukernel-bench [--kernel NAME] [--seconds S]\n"
@@ -338,19 +355,9 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < count; i++) {
     const cp_sr_ukernel *u = &list[i];
     if (only != NULL && strcmp(u->name, only) != 0) continue;
-    printf("%-26s %-11s", u->name, cp_isa_name(u->isa));
-    if (u->isa > cpu->detected) {
-      printf("  skipped: CPU lacks %s\n", cp_isa_name(u->isa));
-      continue;
-    }
-    const int kind = peak_kind_of(u->isa);
-    for (int s = 0; s < SHAPES; s++) {
-      const double gflops = bench(u, &shapes[s], seconds);
-      if (kind >= 0 && peak[kind] > 0.0)
-        printf("  %9.1f %4.0f%%", gflops, 100.0 * gflops / peak[kind]);
-      else
-        printf("  %9.1f     -", gflops);
-    }
+    if (!row_start(u->name, u->isa, cpu)) continue;
+    for (int s = 0; s < SHAPES; s++)
+      print_rate(bench(u, &shapes[s], seconds), peak_kind_of(u->isa), peak);
     printf("\n");
   }
 
@@ -370,19 +377,10 @@ channels_in_lanes:;
   for (size_t i = 0; i < cl_count; i++) {
     const cp_cl_ukernel *u = &cl[i];
     if (only != NULL && strcmp(u->name, only) != 0) continue;
-    printf("%-26s %-11s", u->name, cp_isa_name(u->isa));
-    if (u->isa > cpu->detected) {
-      printf("  skipped: CPU lacks %s\n", cp_isa_name(u->isa));
-      continue;
-    }
-    const int kind = peak_kind_of(u->isa);
+    if (!row_start(u->name, u->isa, cpu)) continue;
     for (int s = 0; s < CL_SHAPES; s++) {
       size_t bytes;
-      const double gflops = bench_cl(u, &cl_shapes[s], seconds, &bytes);
-      if (kind >= 0 && peak[kind] > 0.0)
-        printf("  %9.1f %4.0f%%", gflops, 100.0 * gflops / peak[kind]);
-      else
-        printf("  %9.1f     -", gflops);
+      print_rate(bench_cl(u, &cl_shapes[s], seconds, &bytes), peak_kind_of(u->isa), peak);
     }
     printf("\n");
   }
