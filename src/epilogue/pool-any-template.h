@@ -10,7 +10,10 @@
  *
  * Define before including: CP_E_FN (the function), CP_E_V (vector type),
  * CP_E_W (lanes), CP_E_MASK_T, CP_E_BELOW(at, end) (the lanes below end - at),
- * CP_E_LOAD(p, mask) (zeros in the other lanes), CP_E_STORE(p, mask, v),
+ * CP_E_LOAD(p, mask) (zeros in the other lanes), optionally CP_E_LOAD_BELOW(p,
+ * at, end) (the lanes below end - at: a whole vector where at + CP_E_W <=
+ * end, for ISAs whose masked loads cost more than plain ones; by default
+ * CP_E_LOAD with CP_E_BELOW), CP_E_STORE(p, mask, v),
  * CP_E_ZERO(), CP_E_SET1(x), CP_E_ADD(a, b), CP_E_MAX_NAN(a, b) (a if it is
  * a NaN, else b if it is one, else the larger), CP_E_CLAMP(v, lo, hi) (the
  * portable clamp), CP_E_EVEN(lo, hi) (lanes 0, 2, 4, ... of lo then hi),
@@ -24,6 +27,10 @@
 #include <stdint.h>
 
 #include "epilogue.h"
+
+#ifndef CP_E_LOAD_BELOW
+#define CP_E_LOAD_BELOW(p, at, end) CP_E_LOAD(p, CP_E_BELOW(at, end))
+#endif
 
 static inline float cp_e_maxf(float a, float b) {
   return (a > b || a != a) ? a : b;
@@ -45,11 +52,10 @@ void CP_E_FN(const cp_epilogue_params *p, const cp_pool_row *row, const float *b
         r = (const float *)row->res + a * row->res_ld;
       }
       for (size_t x = 0; x < cols; x += CP_E_W) {
-        const CP_E_MASK_T k = CP_E_BELOW(x, cols);
-        CP_E_V s = CP_E_LOAD(v + x, k);
-        if (r != NULL) s = CP_E_ADD(s, CP_E_LOAD(r + x, k));
-        if (a > 0) s = CP_E_MAX_NAN(CP_E_LOAD(m + x, k), s);
-        CP_E_STORE(m + x, k, s);
+        CP_E_V s = CP_E_LOAD_BELOW(v + x, x, cols);
+        if (r != NULL) s = CP_E_ADD(s, CP_E_LOAD_BELOW(r + x, x, cols));
+        if (a > 0) s = CP_E_MAX_NAN(CP_E_LOAD_BELOW(m + x, x, cols), s);
+        CP_E_STORE(m + x, CP_E_BELOW(x, cols), s);
       }
     }
     colmax = m;
@@ -76,10 +82,10 @@ void CP_E_FN(const cp_epilogue_params *p, const cp_pool_row *row, const float *b
       const size_t x = t * S - off + j; /* column of lane 0's window tap j */
       CP_E_V c;
       if (S == 1) {
-        c = CP_E_LOAD(colmax + x, CP_E_BELOW(x, cols));
+        c = CP_E_LOAD_BELOW(colmax + x, x, cols);
       } else if (S == 2) {
-        const CP_E_V lo = CP_E_LOAD(colmax + x, CP_E_BELOW(x, cols));
-        const CP_E_V hi = CP_E_LOAD(colmax + x + CP_E_W, CP_E_BELOW(x + CP_E_W, cols));
+        const CP_E_V lo = CP_E_LOAD_BELOW(colmax + x, x, cols);
+        const CP_E_V hi = CP_E_LOAD_BELOW(colmax + x + CP_E_W, x + CP_E_W, cols);
         c = CP_E_EVEN(lo, hi);
       } else {
         c = CP_E_GATHER(colmax + x, step, mask);
@@ -93,7 +99,7 @@ void CP_E_FN(const cp_epilogue_params *p, const cp_pool_row *row, const float *b
   const int clamp = p->min > -INFINITY || p->max < INFINITY;
   for (size_t t = 0; t < n; t += CP_E_W) {
     const CP_E_MASK_T mask = CP_E_BELOW(t, n);
-    CP_E_V v = CP_E_LOAD(wmax + t, mask);
+    CP_E_V v = CP_E_LOAD_BELOW(wmax + t, t, n);
     if (bias != NULL) v = CP_E_ADD(v, b);
     if (clamp) v = CP_E_CLAMP(v, act_lo, act_hi);
     CP_E_OUT(p, dst, wmax, t, v, mask);

@@ -92,6 +92,10 @@ void cp_epilogue_row_pool1_avx2(const cp_epilogue_params *p, const cp_pool_row *
 #define CP_E_MASK_T __m256i
 #define CP_E_BELOW(at, end) cp_below8(at, end)
 #define CP_E_LOAD(ptr, mask) _mm256_maskload_ps(ptr, mask)
+/* whole vectors with plain loads: vmaskmovps loads wait longer on AMD's cores
+   (the stem's 3x3 stride-2 pool: the epilogue's hottest instructions) */
+#define CP_E_LOAD_BELOW(ptr, at, end) \
+  ((at) + 8 <= (end) ? _mm256_loadu_ps(ptr) : _mm256_maskload_ps(ptr, cp_below8(at, end)))
 #define CP_E_STORE(ptr, mask, v) cp_store8(ptr, mask, v)
 #define CP_E_ZERO() _mm256_setzero_ps()
 #define CP_E_SET1(x) _mm256_set1_ps(x)
