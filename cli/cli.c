@@ -57,7 +57,7 @@ typedef struct timing {
   double min, median, avg;
 } timing;
 
-/* "auto|depthwise|winograd|sr|im2col": the library's algorithms, in auto's order. */
+/* "auto|depthwise|winograd|direct|sr|im2col": the library's algorithms, in auto's order. */
 static void algo_names(char *text, size_t capacity) {
   convpool_algo algos[32];
   size_t n = convpool_algo_list(algos, sizeof algos / sizeof algos[0]);
