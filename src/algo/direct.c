@@ -251,17 +251,20 @@ static const float *cp_direct_pack_item(const cp_run *r, cp_item *it, float *pan
   return panel;
 }
 
-/*
- * The item's register tiles into tile[]: flat over its positions (row after
- * row) where its rows are the tile buffer's (the item spans the conv
- * width), else per conv row; returns their count.
- */
-static size_t cp_direct_tiles(const cp_plan *pl, const cp_item *it, size_t np,
-                              cp_direct_tile *tile) {
+/* The item's register tiles: flat over its positions (row after row) where
+   its rows are the tile buffer's (the item spans the conv width), else per
+   conv row. */
+static size_t cp_direct_tile_count(const cp_plan *pl, const cp_item *it, size_t np) {
+  const size_t nx = (size_t)it->nx, ny = (size_t)it->ny;
+  return nx == pl->buf_row_ld ? (ny * nx + np - 1) / np : ny * ((nx + np - 1) / np);
+}
+
+/* Those tiles' positions, first columns and counts into tile[]. */
+static void cp_direct_tiles(const cp_plan *pl, const cp_item *it, size_t np, cp_direct_tile *tile) {
   const cp_direct_plan *dp = CP_ALGO_STATE(const cp_direct_plan, pl->state);
   const size_t nx = (size_t)it->nx, ny = (size_t)it->ny, s = (size_t)pl->conv_stride;
   const size_t per_row = (nx + np - 1) / np, flat = nx == pl->buf_row_ld;
-  const size_t tiles = flat ? (ny * nx + np - 1) / np : ny * per_row;
+  const size_t tiles = cp_direct_tile_count(pl, it, np);
   for (size_t i = 0; i < tiles; i++) {
     const size_t y = i / per_row, q0 = flat ? i * np : y * nx + (i % per_row) * np;
     const size_t end = flat ? ny * nx : (y + 1) * nx;
@@ -272,7 +275,6 @@ static size_t cp_direct_tiles(const cp_plan *pl, const cp_item *it, size_t np,
       tile[i].pos[p] = (ptrdiff_t)((q / nx) * s * dp->panel.ld + (q % nx) * s);
     }
   }
-  return tiles;
 }
 
 /*
@@ -298,8 +300,9 @@ static const float *cp_direct_compute_block(const cp_run *r, const cp_item *it, 
       for (int64_t j = 0; j < pl->k; j++)
         off[i * pl->k + j] =
             (ptrdiff_t)(i * pl->dilation * (int64_t)dp->panel.ld + j * pl->dilation);
+    cp_direct_tiles(pl, it, np, tile);
   }
-  const size_t tiles = cp_direct_tiles(pl, it, np, tile);
+  const size_t tiles = cp_direct_tile_count(pl, it, np);
   const float *w = r->packed + (size_t)cb * cig * taps * mr;
   panel += (size_t)cp_block_group(pl, cb) * cig * cs; /* the group's channels */
   for (size_t c0 = 0; c0 < cig; c0 += dp->kc) {
