@@ -381,6 +381,7 @@ static convpool_status cp_plan_run(const cp_layer *layer, const cp_algorithm *al
   pl->panel_budget = cpu->l2 / pl->cfg->panel_l2_div;
   pl->buf_budget = cpu->l2 / pl->cfg->buf_l2_div;
   pl->l1_bytes = cpu->l1d;
+  pl->l2_bytes = cpu->l2;
   pl->images = 1;
   if (rows_per_item == 0 && pl->algo->images_per_item != NULL)
     pl->images = pl->algo->images_per_item(pl);

@@ -120,6 +120,7 @@ typedef struct cp_plan {
   size_t panel_bytes, buf_bytes, row_bytes, scratch_bytes; /* per thread */
   size_t panel_budget, buf_budget;
   size_t l1_bytes; /* the L1 data cache of a core (blocked GEMM sweeps size their blocks by it) */
+  size_t l2_bytes; /* the L2 cache of a core */
   /* the algorithm's own, filled by its geometry for the item size above */
   cp_algo_state state;
 } cp_plan;

@@ -550,7 +550,10 @@ static int check_conv_grid(int *cases) {
      pad 1) on a small image, a ResNet downsampling 3x3 and 1x1 of stride 2
      with a residual, MobileNet depthwise 3x3 of stride 1 and 2, a dilated
      3x3 (DeepLab), groups of odd width in bfloat16 (channel pairs never
-     cross a group), a grouped 3x3 (ResNeXt). */
+     cross a group), a grouped 3x3 (ResNeXt); ResNet's stride-1 layers of
+     pool 1, whose outputs the kernels may finish in dst (a 1x1 whose tiles
+     run flat over whole rows, a deep 1x1, a 3x3 per row, with and without
+     a residual, channel counts that leave a partial last block). */
   typedef struct named {
     convpool_dtype dtype;
     int64_t c_in, c_out, k, stride, dilation, groups, pad, pool, pool_stride, pool_pad, h, w;
@@ -572,6 +575,11 @@ static int check_conv_grid(int *cases) {
       {CONVPOOL_FLOAT32, 64, 64, 3, 1, 1, 8, 1, 2, 2, 0, 20, 20, 1, 1},
       {CONVPOOL_FLOAT32, 5, 7, 4, 3, 1, 1, 0, 2, 1, 0, 31, 29, 1, 0},
       {CONVPOOL_FLOAT32, 5, 7, 2, 3, 1, 1, 1, 1, 1, 0, 31, 29, 0, 0},
+      {CONVPOOL_FLOAT32, 40, 23, 1, 1, 1, 1, 0, 1, 1, 0, 14, 14, 1, 1},
+      {CONVPOOL_FLOAT32, 20, 37, 1, 1, 1, 1, 0, 1, 1, 0, 19, 21, 0, 1},
+      {CONVPOOL_FLOAT32, 300, 13, 1, 1, 1, 1, 0, 1, 1, 0, 7, 7, 1, 0},
+      {CONVPOOL_FLOAT32, 8, 14, 3, 1, 1, 1, 1, 1, 1, 0, 12, 35, 1, 1},
+      {CONVPOOL_FLOAT32, 8, 14, 3, 1, 1, 1, 1, 1, 1, 0, 12, 35, 0, 0},
   };
   for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++) {
     const named *x = &layers[i];

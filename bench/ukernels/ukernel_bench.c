@@ -140,7 +140,7 @@ typedef struct sr_call {
 
 static void sr_call_once(void *ctx) {
   const sr_call *c = ctx;
-  c->u->fn(c->x, c->g.cs, c->g.rs, c->g.steps, c->s->k, c->w, c->tile, (size_t)c->u->nr, 0);
+  c->u->fn(c->x, c->g.cs, c->g.rs, c->g.steps, c->s->k, c->w, c->tile, (size_t)c->u->nr, 0, NULL);
 }
 
 static double bench(const cp_sr_ukernel *u, const shape *s, double seconds) {

@@ -103,7 +103,10 @@ typedef struct cp_algorithm {
   /* The conv output of channel block cb over the item's conv region in
      the tile buffer buf (plan.h: buf_cols, buf_row_ld; no bias, no
      activation): returns where in buf its rows start (buf itself, or the
-     block's place among several blocks computed together). The driver calls
+     block's place among several blocks computed together), or NULL where
+     its kernels finished the block's outputs in dst themselves (only where
+     r->epilogue->in_kernel allows it; the driver then skips the epilogue
+     of the block). The driver calls
      it for cb = cb0, cb0 + 1, ..., cb1 - 1 in this order, on the thread that
      packed the item, with buf (buf_bytes) kept between the calls. */
   const float *(*compute_block)(const cp_run *r, const cp_item *it, const float *panel, int64_t cb,

@@ -323,7 +323,7 @@ static const float *cp_im2col_compute_block(const cp_run *r, const cp_item *it, 
         const size_t block_mr = (size_t)(tail ? s->uk_tail->mr : s->uk->mr);
         const cp_sr_ukernel_fn kernel = tail ? s->uk_tail->fn : s->uk->fn;
         kernel(x, nr, 0, kn, 1, cp_sr_block_weights(r, b) + k0 * block_mr,
-               buf + (size_t)(b - cb) * block_floats + at, pl->buf_cols, k0 > 0);
+               buf + (size_t)(b - cb) * block_floats + at, pl->buf_cols, k0 > 0, NULL);
       }
     }
   }

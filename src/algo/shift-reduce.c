@@ -27,6 +27,7 @@
 typedef struct cp_sr_plan {
   cp_panel_layout panel;
   int flat;     /* tiles run flat over the rows (narrow rows), not per row */
+  int finish;   /* the kernels may finish outputs in dst (cp_sr_finishes) */
   size_t tiles; /* microkernel tiles per channel block of a full item */
 } cp_sr_plan;
 CP_ALGO_STATE_FITS(cp_sr_plan);
@@ -166,6 +167,8 @@ static int cp_sr_geometry(cp_plan *pl) {
      width), which the epilogue takes one channel at a time. */
   sp->flat = flat_tiles < row_tiles || (flat_tiles == row_tiles && k == 1);
   sp->tiles = sp->flat ? flat_tiles : row_tiles;
+  sp->finish = pl->pool == 1 && pl->stride == 1 && pl->dtype == CONVPOOL_FLOAT32 && !s->zero_taps &&
+               (!sp->flat || ld == (size_t)pl->ow);
   pl->buf_row_ld = sp->flat ? ld : cp_round_up(cw, nr);
   pl->buf_cols = sp->flat ? flat_tiles * nr : conv_rows * pl->buf_row_ld;
   return cp_mul(pl->buf_cols, mr * es, &pl->buf_bytes);
@@ -191,6 +194,9 @@ static inline size_t cp_sr_tile_start(size_t t, size_t nr, size_t len) {
 /* An item's flags (cp_item.flags): its panel holds an Inf or a NaN that a
    zero tap of the split filter may read; it reads the source in place. */
 enum { CP_SR_NONFINITE = 1u, CP_SR_IN_PLACE = 2u };
+
+/* Channel blocks one tile sweeps at most (cp_sr_sweep). */
+#define CP_SR_SWEEP_BLOCKS 64
 
 /* An item of one channel group with at most this many channel blocks reads
    its window in place too (below): the copy, a read and a write of every
@@ -219,7 +225,8 @@ enum { CP_SR_NONFINITE = 1u, CP_SR_IN_PLACE = 2u };
 static int cp_sr_reads_in_place(const cp_plan *pl) {
   const size_t plane_bytes = (size_t)pl->height * (size_t)pl->width * sizeof(float);
   return pl->dtype == CONVPOOL_FLOAT32 && cp_sr_setup_of(pl->setup)->split == 1 &&
-         (pl->co_groups > 1 || (pl->co_blocks_per_group <= CP_SR_FEW_BLOCKS && plane_bytes % 4096));
+         (pl->co_groups > 1 ||
+          ((pl->co_blocks_per_group <= CP_SR_FEW_BLOCKS || pl->k == 1) && plane_bytes % 4096));
 }
 
 static const float *cp_sr_source_window(const cp_run *r, const cp_item *it) {
@@ -371,34 +378,117 @@ static void cp_sr_exact_block(const cp_plan *pl, const cp_item *it, const float 
       }
 }
 
-static const float *cp_sr_compute_block(const cp_run *r, const cp_item *it, const float *panel,
-                                        int64_t cb, float *buf) {
+/*
+ * Where a conv output is a pooled output (pool 1 of stride 1: every
+ * ResNet-style layer) and the epilogue allows it (cp_epilogue.in_kernel),
+ * the kernel finishes its tile in dst itself — residual, bias, clamp — and
+ * the block never passes through the tile buffer: one store of each output
+ * instead of a store, a load and a store. It takes an item whose tiles all
+ * lie in its own outputs: rows at least a tile wide (per-row sweeps; a last
+ * tile moves back inside its row), or flat tiles over whole rows of the conv
+ * output (1x1, the panel's rows the output's). Not with a split stride's
+ * zero taps (their NaNs are recomputed in the tile buffer).
+ */
+static int cp_sr_finishes(const cp_run *r, const cp_item *it) {
+  const cp_plan *pl = r->pl;
+  const cp_sr_plan *sp = CP_ALGO_STATE(const cp_sr_plan, pl->state);
+  const size_t nr = (size_t)cp_sr_setup_of(pl->setup)->uk->nr, nx = (size_t)it->nx;
+  if (!sp->finish || !r->epilogue->in_kernel) return 0;
+  if (!sp->flat) return nx >= nr;
+  return it->nx == pl->ow && (size_t)(it->ny - 1) * nx + nx >= nr;
+}
+
+/* Where a sweep's tiles go: the tile buffer, or the outputs in dst with the
+   kernels' finish (then res is the residual of the same outputs, or NULL). */
+typedef struct cp_sr_out {
+  float *at;
+  const float *res;
+  size_t ld, row;      /* between channels, between conv rows */
+  cp_sr_finish finish; /* finish.rows = 0: sums to the tile buffer */
+} cp_sr_out;
+
+/* Channel block cb's outputs of the item. */
+static cp_sr_out cp_sr_out_of(const cp_run *r, const cp_item *it, int64_t cb, float *buf,
+                              int finish) {
+  const cp_plan *pl = r->pl;
+  cp_sr_out o = {buf, NULL, pl->buf_cols, pl->buf_row_ld, {NULL, NULL, 0.0f, 0.0f, 0}};
+  if (!finish) return o;
+  const cp_epilogue_params *p = &r->epilogue->params;
+  size_t co0, channels;
+  cp_block_channels(pl, cb, &co0, &channels);
+  o.ld = (size_t)pl->oh * (size_t)pl->ow, o.row = (size_t)pl->ow;
+  const size_t at =
+      ((size_t)it->b * (size_t)pl->c_out + co0) * o.ld + (size_t)it->y0 * o.row + (size_t)it->x0;
+  o.at = (float *)(void *)r->dst + at;
+  if (r->residual != NULL) o.res = (const float *)(const void *)r->residual + at;
+  o.finish.bias = p->bias != NULL ? p->bias + co0 : NULL;
+  o.finish.lo = p->min, o.finish.hi = p->max, o.finish.rows = (int)channels;
+  return o;
+}
+
+/*
+ * The sweep of channel blocks [cb0, cb1) over the item's tiles: for each
+ * tile, every block (the tile's input stays in L1 while the blocks' weights,
+ * which the caller keeps within L2, pass through). One block is the
+ * driver's order: the block's weights stay while its tiles pass.
+ */
+static void cp_sr_sweep(const cp_run *r, const cp_item *it, const float *panel, int64_t cb0,
+                        int64_t cb1, float *buf, int finish) {
   const cp_plan *pl = r->pl;
   const cp_sr_plan *sp = CP_ALGO_STATE(const cp_sr_plan, pl->state);
   const cp_sr_setup *s = cp_sr_setup_of(pl->setup);
-  const float *w = cp_sr_block_weights(r, cb);
-  const cp_sr_ukernel_fn kernel = cp_sr_block_kernel(pl, cb);
   const int in_place = (it->flags & CP_SR_IN_PLACE) != 0;
-  const size_t nr = (size_t)s->uk->nr, conv_rows = (size_t)it->ny;
+  const size_t nr = (size_t)s->uk->nr, nx = (size_t)it->nx;
   const size_t ld = in_place ? (size_t)pl->width : sp->panel.ld;
   const size_t cs = in_place ? (size_t)pl->height * (size_t)pl->width : sp->panel.cs;
   const size_t steps = (size_t)s->c_steps, k = (size_t)s->k;
-  panel += (size_t)cp_block_group(pl, cb) * steps * cs; /* the group's channels */
-  if (sp->flat) {
-    const size_t len = (conv_rows - 1) * ld + (size_t)it->nx;
+  /* flat: one run of len positions; per row: ny runs of nx, ld apart */
+  const size_t runs = sp->flat ? 1 : (size_t)it->ny;
+  const size_t len = sp->flat ? ((size_t)it->ny - 1) * ld + nx : nx;
+  cp_sr_out outs[CP_SR_SWEEP_BLOCKS];
+  for (int64_t cb = cb0; cb < cb1; cb++) outs[cb - cb0] = cp_sr_out_of(r, it, cb, buf, finish);
+  for (size_t y = 0; y < runs; y++)
     for (size_t t = 0; t < len; t += nr) {
       const size_t at = cp_sr_tile_start(t, nr, len);
-      kernel(panel + at, cs, ld, steps, k, w, buf + at, pl->buf_cols, 0);
-    }
-  } else {
-    for (size_t y = 0; y < conv_rows; y++)
-      for (size_t t = 0; t < (size_t)it->nx; t += nr) {
-        const size_t at = cp_sr_tile_start(t, nr, (size_t)it->nx);
-        kernel(panel + y * ld + at, cs, ld, steps, k, w, buf + y * pl->buf_row_ld + at,
-               pl->buf_cols, 0);
+      for (int64_t cb = cb0; cb < cb1; cb++) {
+        cp_sr_out *o = &outs[cb - cb0];
+        const size_t out_at = y * o->row + at;
+        const float *x = panel + (size_t)cp_block_group(pl, cb) * steps * cs + y * ld + at;
+        o->finish.res = o->res != NULL ? o->res + out_at : NULL;
+        cp_sr_block_kernel(pl, cb)(x, cs, ld, steps, k, cp_sr_block_weights(r, cb), o->at + out_at,
+                                   o->ld, 0, o->finish.rows > 0 ? &o->finish : NULL);
       }
+    }
+}
+
+static const float *cp_sr_compute_block(const cp_run *r, const cp_item *it, const float *panel,
+                                        int64_t cb, float *buf) {
+  const cp_plan *pl = r->pl;
+  if (cp_sr_finishes(r, it)) {
+    /* every block at the first: where a tile's input fits in L1, tiles
+       outer and blocks in chunks whose weights fill at most a quarter of L2;
+       else a block at a time (its weights stay, the input passes) */
+    if (cb != it->cb0) return NULL;
+    const cp_sr_setup *s = cp_sr_setup_of(pl->setup);
+    const size_t wb = s->weight_block_bytes, k = (size_t)s->k;
+    const size_t tile_bytes =
+        (size_t)s->c_steps * k *
+        cp_round_up(((size_t)s->uk->nr + k - 1) * sizeof(float), CP_CACHE_LINE);
+    int64_t chunk = (int64_t)(pl->l2_bytes / 4 / (wb > 0 ? wb : 1));
+    chunk = chunk < 1 || tile_bytes > pl->l1_bytes ? 1
+            : chunk > CP_SR_SWEEP_BLOCKS           ? CP_SR_SWEEP_BLOCKS
+                                                   : chunk;
+    for (int64_t c0 = it->cb0; c0 < it->cb1; c0 += chunk)
+      cp_sr_sweep(r, it, panel, c0, c0 + chunk < it->cb1 ? c0 + chunk : it->cb1, buf, 1);
+    return NULL;
   }
-  if (it->flags & CP_SR_NONFINITE) cp_sr_exact_block(pl, it, panel, cb, w, buf);
+  cp_sr_sweep(r, it, panel, cb, cb + 1, buf, 0);
+  if (it->flags & CP_SR_NONFINITE) {
+    const cp_sr_setup *s = cp_sr_setup_of(pl->setup);
+    const size_t cs = CP_ALGO_STATE(const cp_sr_plan, pl->state)->panel.cs;
+    cp_sr_exact_block(pl, it, panel + (size_t)cp_block_group(pl, cb) * (size_t)s->c_steps * cs, cb,
+                      cp_sr_block_weights(r, cb), buf);
+  }
   return buf;
 }
 
@@ -421,17 +511,18 @@ void cp_sr_describe_tile(const cp_plan *pl, int64_t input_rows, const char *swee
 static void cp_sr_describe(const cp_plan *pl, char *text, size_t capacity) {
   const cp_sr_plan *sp = CP_ALGO_STATE(const cp_sr_plan, pl->state);
   const cp_sr_setup *s = cp_sr_setup_of(pl->setup);
-  char sweep[256], split[128] = "";
+  char sweep[384], split[128] = "";
   if (s->split > 1)
     snprintf(split, sizeof split,
              "; stride %lld split into %lld phase channels per channel, a %lldx%lld filter",
              (long long)s->split, (long long)(s->phases * s->phases), (long long)s->k,
              (long long)s->k);
   snprintf(
-      sweep, sizeof sweep, "%s%s; sweep %s%s", s->uk->cpack == 2 ? "bf16 channel pairs" : "fp32",
+      sweep, sizeof sweep, "%s%s; sweep %s%s%s", s->uk->cpack == 2 ? "bf16 channel pairs" : "fp32",
       split, sp->flat ? "flat over rows" : "per conv row",
       cp_sr_reads_in_place(pl) ? "; an item whose window lies inside the image reads it in place"
-                               : "");
+                               : "",
+      sp->finish ? "; the kernels finish outputs in dst (pool 1, a finite bias)" : "");
   cp_sr_describe_tile(pl, (pl->conv_rows - 1) * pl->conv_stride + pl->extent, sweep, text,
                       capacity);
 }

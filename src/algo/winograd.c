@@ -579,7 +579,7 @@ static void cp_wino_direct_tiles(const cp_run *r, const cp_wino_tiles *t, const 
       for (size_t y = CP_WINO_M * tr; y < CP_WINO_M * tr + CP_WINO_M; y++) {
         if (y < t->dy) continue;
         for (size_t x = x_begin; x < x_end; x += nr) {
-          kernel(panel + y * ld + x, wp->panel.cs, ld, (size_t)pl->c_in, 3, w, tile, nr, 0);
+          kernel(panel + y * ld + x, wp->panel.cs, ld, (size_t)pl->c_in, 3, w, tile, nr, 0, NULL);
           const size_t n = x_end - x < nr ? x_end - x : nr, skip = x < t->dx ? t->dx - x : 0;
           for (size_t m = 0; m < channels; m++)
             for (size_t i = skip; i < n; i++)

@@ -86,6 +86,7 @@ void cp_epilogue_select(cp_epilogue *e, cp_isa isa) {
   e->row = cp_epilogue_row_portable;
   e->name = "portable";
   e->compact = 0;
+  e->in_kernel = !p->bias_first && p->pool == 1 && p->stride == 1 && p->store == CP_STORE_F32;
   if (plain && isa >= CP_ISA_AVX512 && p->pool == 1) {
     e->row = cp_epilogue_row_pool1_avx512f;
     e->name = "pool1-avx512f";

@@ -69,8 +69,11 @@ typedef struct cp_epilogue {
   cp_epilogue_row_fn row;         /* full rows */
   cp_epilogue_row_fn row_clipped; /* any row (pool padding, ceil sizing, the output's edge) */
   const char *name;               /* of the row function, for the plan's description */
-  int compact; /* row takes any run of n values of one channel (pool 1, stride 1, rows
-                  ld apart lying end to end), without tmp: a channel's rows in one call */
+  int compact;   /* row takes any run of n values of one channel (pool 1, stride 1, rows
+                    ld apart lying end to end), without tmp: a channel's rows in one call */
+  int in_kernel; /* a conv output is a pooled output (pool 1 of stride 1), bias after it,
+                    fp32 dst: a microkernel may finish its outputs in dst itself, as the
+                    pool-1 row does (ukernel.h: cp_sr_finish) */
 } cp_epilogue;
 
 void cp_epilogue_row_portable(const cp_epilogue_params *p, const cp_pool_row *row,
@@ -88,8 +91,8 @@ void cp_epilogue_row_pool1_avx2(const cp_epilogue_params *p, const cp_pool_row *
 void cp_epilogue_row_any_avx2(const cp_epilogue_params *p, const cp_pool_row *row,
                               const float *bias, void *dst);
 
-/* Fill e->row, e->row_clipped, e->name and e->compact: the fastest row
-   functions for e->params on isa. */
+/* Fill e->row, e->row_clipped, e->name, e->compact and e->in_kernel: the
+   fastest row functions for e->params on isa. */
 void cp_epilogue_select(cp_epilogue *e, cp_isa isa);
 
 #endif

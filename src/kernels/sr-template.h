@@ -15,6 +15,9 @@
  *   CP_XVEC, CP_LOAD(ptr)      input vector type and its unaligned load
  *   CP_BVEC, CP_BCAST(ptr)     one packed weight in every lane
  *   CP_MAC(acc, b, x)          acc + b * x (or the pair dot product)
+ *   CP_SET1(f), CP_ADD(a, b), CP_CLAMP(v, lo, hi)
+ *                              fp32 vectors for the finish (ukernel.h): f in
+ *                              every lane, a + b, the epilogue's clamp
  * and optionally
  *   CP_PREFETCH_AHEAD          in the GEMM loop (k = 1), prefetch the input of
  *   CP_PREFETCH_MIN_BYTES      the channel step this many steps ahead where
@@ -25,6 +28,7 @@
  *                              14x14); rows nearer run without
  */
 #include <immintrin.h>
+#include <math.h>
 
 /* One contraction step: NRV input vectors at xr times MR weights at w. */
 static inline __attribute__((always_inline)) void cp_sr_step(const CP_ELEM *xr, const float *w,
@@ -40,8 +44,30 @@ static inline __attribute__((always_inline)) void cp_sr_step(const CP_ELEM *xr, 
   }
 }
 
+/* The tile's rows finished as the pool-1 epilogue finishes them (ukernel.h),
+   to the outputs' places; rows past f->rows are not stored. */
+static inline __attribute__((always_inline)) void cp_sr_finish_tile(CP_ACC acc[CP_MR][CP_NRV],
+                                                                    const cp_sr_finish *f,
+                                                                    float *tile, size_t ld) {
+  const int clamp = f->lo > -INFINITY || f->hi < INFINITY;
+  const CP_ACC lo = CP_SET1(f->lo), hi = CP_SET1(f->hi);
+#pragma GCC unroll 16
+  for (int m = 0; m < CP_MR; m++) {
+    if (m >= f->rows) break;
+    const CP_ACC b = CP_SET1(f->bias != NULL ? f->bias[m] : 0.0f);
+#pragma GCC unroll 4
+    for (int v = 0; v < CP_NRV; v++) {
+      CP_ACC o = acc[m][v];
+      if (f->res != NULL) o = CP_ADD(o, CP_LOADACC(f->res + m * ld + CP_LANES * v));
+      if (f->bias != NULL) o = CP_ADD(o, b);
+      if (clamp) o = CP_CLAMP(o, lo, hi);
+      CP_STORE(tile + m * ld + CP_LANES * v, o);
+    }
+  }
+}
+
 void CP_FN(const void *xv, size_t cs, size_t rs, size_t c_in, size_t k, const float *w, float *tile,
-           size_t ld, int accumulate) {
+           size_t ld, int accumulate, const cp_sr_finish *finish) {
   const CP_ELEM *x = (const CP_ELEM *)xv;
   CP_ACC acc[CP_MR][CP_NRV];
 #pragma GCC unroll 16
@@ -69,6 +95,10 @@ void CP_FN(const void *xv, size_t cs, size_t rs, size_t c_in, size_t k, const fl
   for (size_t c = 0; c < c_in; c++)
     for (size_t i = 0; i < k; i++)
       for (size_t j = 0; j < k; j++, w += CP_MR) cp_sr_step(x + c * cs + i * rs + j, w, acc);
+  if (finish != NULL) {
+    cp_sr_finish_tile(acc, finish, tile, ld);
+    return;
+  }
 #pragma GCC unroll 16
   for (int m = 0; m < CP_MR; m++)
 #pragma GCC unroll 4

@@ -20,6 +20,17 @@
  * call continuing where the last one stored, gives the same bits as one
  * call over all of them (the same terms added in the same order to the same
  * running value).
+ *
+ * With `finish` (not NULL) the tile's outputs are final where the kernel
+ * stores them (a layer whose pooling window is one output: tile points into
+ * dst): row m < finish->rows of the tile becomes
+ *
+ *   tile[m*ld + n] = clamp((sum + res[m*ld + n]) + bias[m], lo, hi)
+ *
+ * in the pool-1 epilogue's order and with its clamp (epilogue.h: v < lo
+ * gives lo, then v > hi gives hi; NaN stays NaN), the residual and the bias
+ * added only where finish has them; rows from finish->rows on are not
+ * written. Without it the kernel stores all MR rows of sums.
  */
 #ifndef CONVPOOL_UKERNEL_H
 #define CONVPOOL_UKERNEL_H
@@ -32,8 +43,17 @@
    at compile time; the kernel tests check every listed kernel against it. */
 #define CP_MAX_NR 64
 
+/* The layer's epilogue done at the store (see above). */
+typedef struct cp_sr_finish {
+  const float *bias; /* finish->rows values, or NULL for none */
+  const float *res;  /* the residual of the tile's first output, rows ld apart; NULL: none */
+  float lo, hi;      /* activation clamp; -inf, +inf for none */
+  int rows;          /* rows of the tile that are outputs (1..MR) */
+} cp_sr_finish;
+
 typedef void (*cp_sr_ukernel_fn)(const void *x, size_t cs, size_t rs, size_t c_in, size_t k,
-                                 const float *w, float *tile, size_t ld, int accumulate);
+                                 const float *w, float *tile, size_t ld, int accumulate,
+                                 const cp_sr_finish *finish);
 
 typedef struct cp_sr_ukernel {
   const char *name;
@@ -48,7 +68,8 @@ typedef struct cp_sr_ukernel {
 /* Declarations of every microkernel in sr-ukernels.inc. */
 #define CP_SR_UKERNEL(dt, DTYPE, mr, nr, isa, ISA)                                             \
   void cp_##dt##_sr_ukernel_##mr##x##nr##__##isa(const void *, size_t, size_t, size_t, size_t, \
-                                                 const float *, float *, size_t, int);
+                                                 const float *, float *, size_t, int,          \
+                                                 const cp_sr_finish *);
 #include "sr-ukernels.inc"
 #undef CP_SR_UKERNEL
 

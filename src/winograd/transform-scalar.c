@@ -108,7 +108,8 @@ void cp_wino_multiply(const cp_sr_ukernel *uk, const cp_sr_ukernel *uk_tail, int
       const float *w = u + xi * u_xi_stride + (size_t)cb * mr * c_in;
       float *mx = m + ((size_t)(cb - cb0) * CP_WINO_POINTS + xi) * mr * t_alloc;
       for (size_t blk = 0; blk < nblk; blk++)
-        fn(v + (blk * CP_WINO_POINTS + xi) * vs, nr, 0, c_in, 1, w, mx + blk * nr, t_alloc, 0);
+        fn(v + (blk * CP_WINO_POINTS + xi) * vs, nr, 0, c_in, 1, w, mx + blk * nr, t_alloc, 0,
+           NULL);
     }
 }
 

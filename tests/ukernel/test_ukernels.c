@@ -38,6 +38,11 @@
  *      sums +- E); the 2^-126 terms cover FTZ. |kernel - exact| <= E must hold.
  *      The test also reports how many elements match a software model of the
  *      SDM definition bit for bit (informational only).
+ *  - the finish (ukernel.h: cp_sr_finish, the pool-1 epilogue done at the
+ *    store): a third call with a residual, a bias per row, a clamp (none,
+ *    ReLU, or a band) and fewer rows than MR must store exactly
+ *    clamp((sum + res) + bias) from the first call's sums in its first rows,
+ *    bit for bit (NaN for NaN), and nothing in the rows after them.
  *  - the writes: the tile sits inside a buffer of sentinel values (guard rows
  *    above and below, and the ld - NR columns between rows); every sentinel
  *    must survive, and the tile's old contents must not leak into the result.
@@ -443,6 +448,57 @@ static void check_values(const cp_sr_ukernel *u, const tcase *t, const char *whe
     }
 }
 
+/* The finish of one case (see the top comment): a call that finishes its
+   sums with a residual, a bias and a clamp into rows of sentinels, against
+   the plain tile of the first call. */
+static void check_finish(const cp_sr_ukernel *u, const tcase *t, const char *where,
+                         const uint32_t *xp, const uint32_t *wp, const float *tile, stats *st) {
+  static const float clamps[][2] = {{-INFINITY, INFINITY}, {0.0f, INFINITY}, {-0.25f, 0.5f}};
+  const int mr = u->mr, nr = u->nr;
+  const size_t ld = t->ld, n = (size_t)(mr + 2) * ld;
+  tu_rng rng = {t->seed ^ 0xF1F1u};
+  float *out = tu_xmalloc(n * sizeof *out), *res = tu_xmalloc(n * sizeof *res);
+  float bias[CP_MAX_NR];
+  for (size_t i = 0; i < n; i++) {
+    out[i] = u2f(SENTINEL);
+    res[i] = 2.0f * tu_uniform(&rng) - 1.0f;
+  }
+  res[(size_t)(t->seed % (size_t)mr) * ld + t->seed % (size_t)nr] = NAN; /* NaN in, NaN out */
+  for (int m = 0; m < mr; m++) bias[m] = tu_uniform(&rng) - 0.5f;
+  const float *lohi = clamps[t->seed % 3];
+  /* every row count over the grid, and sometimes no residual or no bias */
+  const cp_sr_finish f = {t->seed % 5 == 1 ? NULL : bias, t->seed % 4 == 2 ? NULL : res, lohi[0],
+                          lohi[1], 1 + (int)(t->seed % (uint64_t)mr)};
+  u->fn(xp, t->cs, t->rs, t->c_in, t->k, (const float *)(const void *)wp, out, ld, 0, &f);
+  st->calls++;
+  for (int m = 0; m < mr; m++)
+    for (size_t c = 0; c < ld; c++) {
+      const uint32_t got = f2u(out[(size_t)m * ld + c]);
+      if (m >= f.rows || c >= (size_t)nr) {
+        if (got != SENTINEL) {
+          report(st, "%s [%s]: the finish (%d of %d rows) wrote row %d, column %zu", u->name, where,
+                 f.rows, mr, m, c);
+          goto done;
+        }
+        continue;
+      }
+      float v = tile[(size_t)m * ld + c];
+      if (f.res != NULL) v += res[(size_t)m * ld + c];
+      if (f.bias != NULL) v += bias[m];
+      if (v < f.lo) v = f.lo;
+      if (v > f.hi) v = f.hi;
+      if (!same_bits_or_both_nan(got, f2u(v))) {
+        report(st,
+               "%s [%s]: finished tile[m=%d][n=%zu] = %.9g (0x%08x), expected clamp((sum + res) + "
+               "bias) = %.9g (0x%08x)",
+               u->name, where, m, c, (double)u2f(got), got, (double)v, f2u(v));
+        goto done;
+      }
+    }
+done:
+  free(out), free(res);
+}
+
 /* Run a kernel on one case: two calls (x and w ending at a guard page, then
    starting right after one), each checked for values, writes and reads. */
 static void run_case(const cp_sr_ukernel *u, const tcase *t, stats *st) {
@@ -483,7 +539,7 @@ static void run_case(const cp_sr_ukernel *u, const tcase *t, stats *st) {
              t->cs, t->rs, t->ld, fill_name(t->fill), place);
     snprintf(g_context, sizeof g_context, "%s [%s]", u->name, where);
     float *tile = (float *)(void *)(buf + tile_at);
-    u->fn(xp, t->cs, t->rs, t->c_in, t->k, (const float *)(const void *)wp, tile, ld, 0);
+    u->fn(xp, t->cs, t->rs, t->c_in, t->k, (const float *)(const void *)wp, tile, ld, 0, NULL);
     st->calls++;
     check_values(u, t, where, tile, &e, st);
     /* The same contraction in two calls, the second continuing the first's
@@ -491,9 +547,9 @@ static void run_case(const cp_sr_ukernel *u, const tcase *t, stats *st) {
     if (t->c_in >= 2) {
       const size_t c1 = t->c_in / 2, taps = t->k * t->k;
       float *part = tu_xmalloc((size_t)mr * ld * sizeof *part);
-      u->fn(xp, t->cs, t->rs, c1, t->k, (const float *)(const void *)wp, part, ld, 0);
+      u->fn(xp, t->cs, t->rs, c1, t->k, (const float *)(const void *)wp, part, ld, 0, NULL);
       u->fn(xp + c1 * t->cs, t->cs, t->rs, t->c_in - c1, t->k,
-            (const float *)(const void *)(wp + c1 * taps * (size_t)mr), part, ld, 1);
+            (const float *)(const void *)(wp + c1 * taps * (size_t)mr), part, ld, 1, NULL);
       st->calls += 2;
       for (int m = 0; m < mr; m++)
         if (memcmp(part + (size_t)m * ld, tile + (size_t)m * ld, (size_t)nr * sizeof *part) != 0) {
@@ -505,6 +561,7 @@ static void run_case(const cp_sr_ukernel *u, const tcase *t, stats *st) {
         }
       free(part);
     }
+    check_finish(u, t, where, xp, wp, tile, st);
     /* Every element outside the MR x NR tile must still hold the sentinel. */
     for (size_t i = 0; i < buf_n; i++) {
       const int inside =
@@ -690,7 +747,10 @@ enum flaw {
   FLAW_W_PAST,      /* reads one element past the packed weights */
   FLAW_PAIR_FIRST,  /* bf16: sums the pair's products (one rounding) before adding: legal */
   FLAW_NO_HIGH,     /* bf16: ignores the high half of each pair */
-  FLAW_NO_DAZ       /* bf16: uses subnormal bf16 inputs as they are */
+  FLAW_NO_DAZ,      /* bf16: uses subnormal bf16 inputs as they are */
+  FLAW_BIAS_FIRST,  /* finish: adds the bias before the residual */
+  FLAW_ALL_ROWS,    /* finish: stores every row, not only finish->rows */
+  FLAW_NO_CLAMP     /* finish: ignores the clamp */
 };
 static int g_flaw;
 enum { MODEL_MR = 4, MODEL_NR = 16 };
@@ -705,8 +765,32 @@ static void model_tail_flaws(const uint32_t *x, size_t cs, size_t rs, size_t c_i
   (void)sink;
 }
 
+/* A model's sum of row m, column n to the tile: as it is, or finished. */
+static void model_store(float *tile, size_t ld, size_t m, size_t n, float acc,
+                        const cp_sr_finish *f) {
+  if (f == NULL) {
+    tile[m * ld + n] = acc;
+    return;
+  }
+  if ((int)m >= f->rows && g_flaw != FLAW_ALL_ROWS) return;
+  const float r = f->res != NULL ? f->res[m * ld + n] : 0.0f;
+  const float b = f->bias != NULL && (int)m < f->rows ? f->bias[m] : 0.0f;
+  if (g_flaw == FLAW_BIAS_FIRST) {
+    if (f->bias != NULL) acc += b;
+    if (f->res != NULL) acc += r;
+  } else {
+    if (f->res != NULL) acc += r;
+    if (f->bias != NULL) acc += b;
+  }
+  if (g_flaw != FLAW_NO_CLAMP) {
+    if (acc < f->lo) acc = f->lo;
+    if (acc > f->hi) acc = f->hi;
+  }
+  tile[m * ld + n] = acc;
+}
+
 static void model_f32(const void *xv, size_t cs, size_t rs, size_t c_in, size_t k, const float *wf,
-                      float *tile, size_t ld, int accumulate) {
+                      float *tile, size_t ld, int accumulate, const cp_sr_finish *finish) {
   const uint32_t *x = xv, *w = (const uint32_t *)(const void *)wf;
   for (size_t m = 0; m < MODEL_MR; m++)
     for (size_t n = 0; n < MODEL_NR; n++) {
@@ -719,13 +803,13 @@ static void model_f32(const void *xv, size_t cs, size_t rs, size_t c_in, size_t 
             const float we = u2f(w[((c * k + i) * k + j) * MODEL_MR + m]);
             acc = g_flaw == FLAW_MULADD ? acc + we * xe : fmaf(we, xe, acc);
           }
-      tile[m * ld + n] = acc;
+      model_store(tile, ld, m, n, acc, finish);
     }
   model_tail_flaws(x, cs, rs, c_in, k, w, tile, ld);
 }
 
 static void model_bf16(const void *xv, size_t cs, size_t rs, size_t c_in, size_t k, const float *wf,
-                       float *tile, size_t ld, int accumulate) {
+                       float *tile, size_t ld, int accumulate, const cp_sr_finish *finish) {
   const uint32_t *x = xv, *w = (const uint32_t *)(const void *)wf;
   float (*in)(uint16_t) = g_flaw == FLAW_NO_DAZ ? bf16_raw : bf16_daz;
   for (size_t m = 0; m < MODEL_MR; m++)
@@ -745,7 +829,7 @@ static void model_bf16(const void *xv, size_t cs, size_t rs, size_t c_in, size_t
             else
               acc = ftz(fmaf(wl, xl, ftz(fmaf(wh, xh, acc))));
           }
-      tile[m * ld + n] = acc;
+      model_store(tile, ld, m, n, acc, finish);
     }
   model_tail_flaws(x, cs, rs, c_in, k, w, tile, ld);
 }
@@ -768,6 +852,9 @@ static int self_test(void) {
       {"reads x one element past its range", 0, CP_ISA_AVX2, FLAW_READ_PAST, FAULTS},
       {"reads x one element before x", 0, CP_ISA_AVX2, FLAW_READ_BEFORE, FAULTS},
       {"reads one element past w", 0, CP_ISA_AVX2, FLAW_W_PAST, FAULTS},
+      {"finish adds the bias before the residual", 0, CP_ISA_AVX2, FLAW_BIAS_FIRST, FAILS},
+      {"finish stores rows past finish->rows", 0, CP_ISA_AVX2, FLAW_ALL_ROWS, FAILS},
+      {"finish ignores the clamp", 0, CP_ISA_AVX2, FLAW_NO_CLAMP, FAILS},
       {"bf16 SDM model (two FMAs, DAZ, FTZ)", 1, CP_ISA_AVX512_BF16, FLAW_NONE, PASSES},
       {"bf16 model summing each pair first", 1, CP_ISA_AVX512_BF16, FLAW_PAIR_FIRST, PASSES},
       {"bf16 model ignoring the high half", 1, CP_ISA_AVX512_BF16, FLAW_NO_HIGH, FAILS},
