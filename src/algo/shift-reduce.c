@@ -202,7 +202,9 @@ enum { CP_SR_NONFINITE = 1u, CP_SR_IN_PLACE = 2u };
    its window in place too (below): the copy, a read and a write of every
    input, costs more than the panel's layout saves the kernels' few passes
    over it (256 -> 64 1x1 at 56x56, 6 blocks: 801 -> 682 us; 22 blocks: the
-   same time either way). */
+   same time either way). So does every 1x1 filter, whose window is the
+   source's rows as they are: 64 -> 64 at 56x56, 11 blocks, 214 -> 192 us;
+   1024 -> 256 at 14x14, 765 -> 637 us; none slower (fastest of 5 runs). */
 #define CP_SR_FEW_BLOCKS 8
 
 /*
@@ -216,7 +218,8 @@ enum { CP_SR_NONFINITE = 1u, CP_SR_IN_PLACE = 2u };
  * place, 224x224 and 56x56, than on the panel, whose channels lie an odd
  * number of cache lines apart; unless the item has few channel blocks, and
  * its planes are not a multiple of 4 KiB apart, where every channel's row
- * falls into the same L1 sets: 256 -> 256 1x1 at 224x224 ran 20% slower.) Reads
+ * falls into the same L1 sets: 256 -> 256 1x1 at 224x224 ran 20% slower;
+ * or the filter is 1x1, CP_SR_FEW_BLOCKS.) Reads
  * past the window (the discarded columns of a last tile) land in the next
  * channel or row of the same tensor; an item whose last tile would read past
  * the tensor's end is packed instead. The kernels read the same values
@@ -467,7 +470,13 @@ static const float *cp_sr_compute_block(const cp_run *r, const cp_item *it, cons
   if (cp_sr_finishes(r, it)) {
     /* every block at the first: where a tile's input fits in L1, tiles
        outer and blocks in chunks whose weights fill at most a quarter of L2;
-       else a block at a time (its weights stay, the input passes) */
+       else a block at a time (its weights stay, the input passes). Against
+       the driver's block at a time, fastest of 5 runs, 2 threads, Zen 3:
+       64 -> 64 1x1 at 56x56 254 -> 160 us, 256 -> 64 819 -> 595, 64 -> 256
+       882 -> 620, 128 -> 512 at 28x28 833 -> 714; deep ones (2048 -> 512
+       at 7x7) 5-10% slower, hence the L1 rule. (Contraction passes whose
+       slice of a tile's input fits L1, sums continued in dst, measured no
+       faster on 512 -> 128 and deeper.) */
     if (cb != it->cb0) return NULL;
     const cp_sr_setup *s = cp_sr_setup_of(pl->setup);
     const size_t wb = s->weight_block_bytes, k = (size_t)s->k;
