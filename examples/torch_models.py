@@ -5,10 +5,11 @@ rest stayed with torch, the accuracy and the time.
     python3 examples/torch_models.py                       # the nine models of the README
     python3 examples/torch_models.py --models resnet18 vgg16 --runs 7
     python3 examples/torch_models.py --check               # also fail on a bad accuracy
+    python3 examples/torch_models.py --batch 8             # eight images per run
 
 Each model is built from torchvision's definition with weights=None and seed
-0 (nothing is downloaded), in eval mode, and run on one 224x224 image of
-torch.rand with --threads threads for torch (torch.set_num_threads) and so
+0 (nothing is downloaded), in eval mode, and run on --batch 224x224 images
+(default one) of torch.rand with --threads threads for torch (torch.set_num_threads) and so
 for convpool (its shared pool follows torch). For each model:
 
 - fuse(model): every chain the binding and the library accept is fused;
@@ -127,10 +128,10 @@ def why_left(report):
     return ", ".join(parts) + ("; " + ", ".join(tails) + " with torch" if tails else "") or "—"
 
 
-def run(name, runs, timed):
+def run(name, runs, timed, batch):
     torch.manual_seed(0)
     model = getattr(torchvision.models, name)(weights=None).eval()
-    x = torch.rand(1, 3, 224, 224)
+    x = torch.rand(batch, 3, 224, 224)
     convs = sum(isinstance(m, nn.Conv2d) for m in model.modules())
     fused, report = cpt.fuse(model, report=True)
     linear = last_linear(model)
@@ -183,6 +184,7 @@ def main(argv=None):
     p.add_argument("--models", nargs="+", default=MODELS, help="torchvision model names")
     p.add_argument("--runs", type=int, default=5, help="timed runs per model")
     p.add_argument("--threads", type=int, default=2, help="torch's (and convpool's) threads")
+    p.add_argument("--batch", type=int, default=1, help="images per run")
     p.add_argument("--no-timed", dest="timed", action="store_false",
                    help="skip fuse(model, x) (the per-layer timing)")
     p.add_argument("--check", action="store_true",
@@ -193,8 +195,11 @@ def main(argv=None):
     facts = convpool.info()
     print(f"convpool {facts['version']} ({facts['library']}), isa {facts['isa']}, "
           f"{facts['usable_cpus']} usable CPUs; torch {torch.__version__} with "
-          f"{torch.get_num_threads()} threads; torchvision {torchvision.__version__}")
-    rows = [run(name, args.runs, args.timed) for name in args.models]
+          f"{torch.get_num_threads()} threads; torchvision {torchvision.__version__}; batch "
+          f"{args.batch}")
+    if args.batch < 1:
+        p.error(f"--batch must be at least 1 (got {args.batch})")
+    rows = [run(name, args.runs, args.timed, args.batch) for name in args.models]
     print("\n" + table(rows, args.timed))
     if args.check:
         bad = [r["model"] for r in rows

@@ -70,6 +70,19 @@ void CP_FN(const void *xv, size_t cs, size_t rs, size_t c_in, size_t k, const fl
            size_t ld, int accumulate, const cp_sr_finish *finish) {
   const CP_ELEM *x = (const CP_ELEM *)xv;
   CP_ACC acc[CP_MR][CP_NRV];
+  /* The finish's reads and writes (rows a plane apart, far from the last
+     tile's), under way during the contraction: 64 -> 256 1x1 at 56x56, 2
+     threads, 1288 -> 979 us fastest of 100 alternating runs; deeper
+     contractions the same. */
+  if (finish != NULL)
+    for (int m = 0; m < CP_MR && m < finish->rows; m++) {
+      if (finish->res != NULL) {
+        _mm_prefetch((const char *)(finish->res + m * ld), _MM_HINT_T0);
+        _mm_prefetch((const char *)(finish->res + m * ld + CP_LANES * CP_NRV - 1), _MM_HINT_T0);
+      }
+      _mm_prefetch((const char *)(tile + m * ld), _MM_HINT_T0);
+      _mm_prefetch((const char *)(tile + m * ld + CP_LANES * CP_NRV - 1), _MM_HINT_T0);
+    }
 #pragma GCC unroll 16
   for (int m = 0; m < CP_MR; m++)
 #pragma GCC unroll 4
