@@ -404,10 +404,12 @@ fi
 # bytes as items of one image each (--rows-per-item keeps the images apart), on 1 and 2
 # threads; with a residual, conv padding 2 (the border tiles' direct path), a batch that
 # leaves a shorter last group, and 16-bit data. Auto takes Winograd for 8 images of
-# 512 -> 512 channels at 7x7 (it hands a single one to shift-reduce) ----
-deep="--in-channels 512 --out-channels 512 --height 7 --width 7 --padding 1 --pool 1 --iters 1 --warmup 0 --show-tiling"
-"$cli" $deep --batch 8 | grep -q '^algorithm      winograd' || { echo "auto did not take Winograd for 8 images at 7x7"; fail=1; }
-"$cli" $deep --batch 1 | grep -q '^algorithm      shift-reduce' || { echo "auto did not hand 1 image at 7x7 to shift-reduce"; fail=1; }
+# 512 -> 512 channels at 12x12 and hands images of 7x7 (every tile at a corner, which
+# the range rule flags on real activations) to shift-reduce, one or eight ----
+deep="--in-channels 512 --out-channels 512 --padding 1 --pool 1 --iters 1 --warmup 0 --show-tiling"
+"$cli" $deep --height 12 --width 12 --batch 8 | grep -q '^algorithm      winograd' || { echo "auto did not take Winograd for 8 images at 12x12"; fail=1; }
+"$cli" $deep --height 7 --width 7 --batch 8 | grep -q '^algorithm      shift-reduce' || { echo "auto did not hand 8 images at 7x7 to shift-reduce"; fail=1; }
+"$cli" $deep --height 7 --width 7 --batch 1 | grep -q '^algorithm      shift-reduce' || { echo "auto did not hand 1 image at 7x7 to shift-reduce"; fail=1; }
 for side in "--batch 8 --in-channels 48 --out-channels 13 --height 7 --width 7 --padding 1 --activation relu --pool 1" \
             "--batch 5 --in-channels 24 --out-channels 9 --height 6 --width 5 --padding 2 --pool 2 --pool-padding 1 --ceil-mode --residual" \
             "--batch 9 --in-channels 600 --out-channels 12 --height 7 --width 6 --padding 1 --pool 3 --pool-stride 2" \
