@@ -74,6 +74,23 @@ class TestConvPool2d(unittest.TestCase):
         self.assertLessEqual(relative_error(got, want), rtol, (conv, act, pool))
         return fused, got
 
+    def test_large_output(self):
+        # 64 x 130 x 131 floats = 4.2 MiB: the binding asks for huge pages on the output
+        # (_fresh_output); the values are torch's, with and without the advice
+        x = torch.rand(1, 3, 130, 131)
+        for advice in (None, False):        # None: found at first use; False: none
+            with self.subTest(advice=advice):
+                cpt._madvise = advice
+                _, got = self.check(nn.Conv2d(3, 64, 3, padding=1), nn.ReLU(), x=x)
+                self.assertGreaterEqual(got.numel() * got.element_size(), cpt._HUGE_OUTPUT_BYTES)
+                self.assertTrue(got.is_contiguous())
+        cpt._madvise = None
+        cpt._fresh_output((2, 3), torch.float32)  # below the threshold: no advice looked up
+        self.assertIsNone(cpt._madvise)
+        out = cpt._fresh_output((1, 64, 130, 131), torch.float32)
+        self.assertEqual((tuple(out.shape), out.dtype), ((1, 64, 130, 131), torch.float32))
+        self.assertIsNot(cpt._madvise, None)  # looked up: libc's madvise, or False without one
+
     def test_padding_forms(self):
         for padding in (0, 1, 2, (1, 0), (0, 2), "valid", "same"):
             with self.subTest(padding=padding):
