@@ -70,7 +70,6 @@ references the tests judge results with live with the tests
 from __future__ import annotations
 
 import ctypes
-import operator as _operator
 import threading
 from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
@@ -217,6 +216,7 @@ def info() -> Dict[str, Any]:
 # --------------------------------------------------------------------------
 _INT_MAX = 2**31 - 1      # C int fields of convpool_options
 _INT64_MAX = 2**63 - 1    # int64_t sizes
+_SHAPES_KEPT = 64         # output shapes an Operator remembers (Operator.output_shape)
 
 
 _as_int = _layer.as_int
@@ -486,6 +486,7 @@ class Operator:
         opts = _options(threads, impl, rows_per_item, shared_pool)
         layer = _layer_struct(dtype_name, self.c_out, self.c_in, self.k, self.spec, self.residual)
         self._layer = layer   # for conv_shape
+        self._shapes = {}     # output_shape's answers by input shape (they never change)
         handle = ctypes.c_void_p()
         status = _lib().convpool_op_create_layer(
             ctypes.byref(layer), _ptr(w), _ptr(bias), ctypes.byref(opts),
@@ -552,6 +553,18 @@ class Operator:
 
     def output_shape(self, x_shape: Sequence[int]) -> Tuple[int, ...]:
         """(batch, c_out, PH, PW) for an input of shape x_shape, from the library."""
+        key = tuple(x_shape)
+        if not all(type(v) is int for v in key):   # checked and converted each time
+            return self._library_output_shape(key)
+        shape = self._shapes.get(key)
+        if shape is None:
+            shape = self._library_output_shape(key)
+            if len(self._shapes) >= _SHAPES_KEPT:
+                self._shapes.clear()
+            self._shapes[key] = shape
+        return shape
+
+    def _library_output_shape(self, x_shape):
         batch, height, width = self._shape_args(x_shape)
         shape = (ctypes.c_int64 * 4)()
         nbytes = ctypes.c_size_t()
@@ -645,12 +658,18 @@ class Operator:
             out = _new_output(shape, self.dtype_name)
         else:
             _check_out(out, x, self.dtype_name, shape, residual)
-        with self._lock:
-            status = _lib().convpool_op_run_residual(self._live_handle(), _ptr(x), batch,
-                                                     height, width, _ptr(residual), _ptr(out),
-                                                     out.nbytes)
-        _check("convpool_op_run_residual", status)
+        self._run_pointers(_ptr(x), batch, height, width, _ptr(residual), _ptr(out), out.nbytes)
         return out
+
+    def _run_pointers(self, x, batch, height, width, residual, out, out_nbytes):
+        """The run on raw addresses (ints; residual None or an address), for callers that
+        checked what __call__ checks: x [batch, c_in, height, width] and the residual
+        contiguous, of the operator's dtype, out of out_nbytes not overlapping them (the
+        library checks the sizes, the overlaps and the alignment again)."""
+        with self._lock:
+            status = _lib().convpool_op_run_residual(self._live_handle(), x, batch, height,
+                                                     width, residual, out, out_nbytes)
+        _check("convpool_op_run_residual", status)
 
 
 # --------------------------------------------------------------------------

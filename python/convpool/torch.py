@@ -172,8 +172,14 @@ def binding_takes(keyword):
 
 def residual_supported():
     """Whether the binding can add a residual input: an Operator call with residual=."""
+    return _takes_residual(Operator.__call__)
+
+
+@functools.lru_cache(maxsize=8)
+def _takes_residual(call):
+    # inspect.signature costs more than a small layer's run: asked once per binding.
     try:
-        return "residual" in inspect.signature(Operator.__call__).parameters
+        return "residual" in inspect.signature(call).parameters
     except (TypeError, ValueError):
         return False
 
@@ -733,12 +739,25 @@ def _follow_torch_threads():
 
 
 def _run_operator(op, x, out, residual):
+    """op's run on contiguous CPU tensors of its dtype: x [B, C_in, H, W], out fresh from
+    op.output_shape, residual None or of the conv output's shape (_op_cpu checked them).
+    Their addresses go to the library as they are: the numpy views and checks of
+    Operator.__call__ cost more than a small layer's run, every layer of a model."""
     if op.shared_pool:
         _follow_torch_threads()
-    if residual is None:
-        op(_numpy_view(x), out=_numpy_view(out))
-    else:
-        op(_numpy_view(x), out=_numpy_view(out), residual=_numpy_view(residual))
+    run = getattr(op, "_run_pointers", None)
+    if run is None:                          # a binding without it: the checked call
+        if residual is None:
+            op(_numpy_view(x), out=_numpy_view(out))
+        else:
+            op(_numpy_view(x), out=_numpy_view(out), residual=_numpy_view(residual))
+        return
+    batch, c_in, height, width = x.shape
+    if c_in != op.c_in or not x.is_contiguous() or not out.is_contiguous():
+        raise ValueError(f"the layer's input must be a contiguous [N, {op.c_in}, H, W] "
+                         f"tensor, got shape {tuple(x.shape)}")
+    run(x.data_ptr(), batch, height, width, None if residual is None else residual.data_ptr(),
+        out.data_ptr(), out.numel() * out.element_size())
 
 
 def _op_arguments(x, weight, bias, padding, clamp_min, clamp_max, pool, pool_stride,
@@ -1121,6 +1140,16 @@ class ConvPool2d(nn.Module):
                 raise TypeError(f"ConvPool2d expects a torch.Tensor, got {type(x).__name__}")
             if isinstance(x, torch.Tensor) and x.device.type not in ("cpu", "meta"):
                 raise ValueError(f"ConvPool2d runs on the CPU; the input is on {x.device}")
+            if (type(x) is torch.Tensor and x.device.type == "cpu" and
+                    (residual is None or type(residual) is torch.Tensor) and
+                    not torch.jit.is_tracing()):
+                # Eager: the op's CPU implementation without the dispatcher's boxing
+                # of fifteen arguments (a trace, fx and subclasses still see the op).
+                return _op_cpu(
+                    x, self.weight, self.bias, self._padding, self._clamp_min,
+                    self._clamp_max, self._pool, self._pool_stride, self._pool_padding,
+                    self._ceil_mode, self._cache_key, self.stride, self.dilation, self.groups,
+                    residual)
         return torch.ops.convpool.conv2d_maxpool(
             x, self.weight, self.bias, self._padding, self._clamp_min, self._clamp_max,
             self._pool, self._pool_stride, self._pool_padding, self._ceil_mode, self._cache_key,

@@ -302,6 +302,23 @@ class TestErrors(unittest.TestCase):
         self.w = data((4, 3, 3, 3))
         self.x = data((1, 3, 8, 8))
 
+    def test_output_shape_remembered(self):
+        """output_shape keeps its answers by input shape; other sizes are asked anew, a
+        bad one refused every time, after a good one of equal value too."""
+        with convpool.Operator(self.w, threads=1, pool=2) as op:
+            self.assertEqual(op.output_shape((1, 3, 9, 9)), (1, 4, 3, 3))
+            self.assertEqual(op.output_shape([1, 3, 9, 9]), (1, 4, 3, 3))
+            self.assertEqual(op.output_shape((2, 3, 11, 9)), (2, 4, 4, 3))
+            self.assertEqual(op.output_shape((np.int64(2), 3, 11, 9)), (2, 4, 4, 3))
+            for bad, error in (((1, 3, 9.0, 9), TypeError), ((1, 3, True, 9), TypeError),
+                               ((1, 5, 9, 9), ValueError), ((1, 3, 2, 9), convpool.Error)):
+                for _ in range(2):
+                    with self.assertRaises(error, msg=str(bad)):
+                        op.output_shape(bad)
+            for h in range(5, 5 + 2 * convpool._SHAPES_KEPT):   # more shapes than it keeps
+                self.assertEqual(op.output_shape((1, 3, h, 9))[2], (h - 2) // 2)
+            self.assertLessEqual(len(op._shapes), convpool._SHAPES_KEPT)
+
     def test_python_side_checks(self):
         x, w = self.x, self.w
         cases = [

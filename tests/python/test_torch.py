@@ -91,6 +91,40 @@ class TestConvPool2d(unittest.TestCase):
         self.assertEqual((tuple(out.shape), out.dtype), ((1, 64, 130, 131), torch.float32))
         self.assertIsNot(cpt._madvise, None)  # looked up: libc's madvise, or False without one
 
+    def test_eager_runs_as_the_dispatched_op(self):
+        # An eager call runs the op's CPU implementation directly; torch.ops (what a
+        # trace records) gives the same bytes, for every dtype, a residual, a
+        # channels_last or an unbatched input, and refuses the same bad input.
+        conv = nn.Conv2d(6, 8, 3, padding=1)
+        for dtype in (torch.float32, torch.float16, torch.bfloat16):
+            for residual in (False, True):
+                layer = cpt.ConvPool2d(conv, nn.ReLU(), None if residual else nn.MaxPool2d(2),
+                                       residual=residual)
+                x = self.x.to(dtype)
+                r = torch.rand(2, 8, 15, 13).to(dtype) if residual else None
+                inputs = [(x, r), (x.contiguous(memory_format=torch.channels_last), r)]
+                if not residual:
+                    inputs.append((x[0], None))
+                for xi, ri in inputs:
+                    with self.subTest(dtype=dtype, residual=residual, shape=tuple(xi.shape),
+                                      channels_last=xi.is_contiguous(
+                                          memory_format=torch.channels_last)):
+                        with torch.no_grad():
+                            eager = layer(xi, ri)
+                            dispatched = torch.ops.convpool.conv2d_maxpool(
+                                xi, layer.weight, layer.bias, layer._padding, layer._clamp_min,
+                                layer._clamp_max, layer._pool, layer._pool_stride,
+                                layer._pool_padding, layer._ceil_mode, layer._cache_key,
+                                layer.stride, layer.dilation, layer.groups, ri)
+                        self.assertTrue(torch.equal(eager, dispatched))
+                        self.assertEqual(eager.is_contiguous(memory_format=torch.channels_last),
+                                         xi.dim() == 4 and not xi.is_contiguous())
+        layer = cpt.ConvPool2d(conv, None, None)
+        with torch.no_grad(), self.assertRaisesRegex(ValueError, "8 input channels|6 input"):
+            layer(torch.rand(1, 8, 9, 9))
+        traced = torch.jit.trace(layer, torch.rand(1, 6, 9, 9), check_trace=False)
+        self.assertIn("convpool::conv2d_maxpool", str(traced.graph))
+
     def test_padding_forms(self):
         for padding in (0, 1, 2, (1, 0), (0, 2), "valid", "same"):
             with self.subTest(padding=padding):

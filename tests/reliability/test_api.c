@@ -1352,6 +1352,62 @@ static void test_residual(void) {
   convpool_op_destroy(plain);
 }
 
+/* ---- a run's plan, reused while the shape stays ---- */
+
+/* Runs of one operator on changing shapes (and, on the shared pool, a
+   changing pool size, each shape twice) each give the bytes of a fresh operator's run on that
+   shape, with the item count of that shape's plan: a plan kept from the
+   previous run is never used for another shape. */
+static void test_plan_reuse(void) {
+  static const int64_t shapes[][3] = {{2, 9, 9}, {1, 9, 9}, {2, 6, 9}, {2, 9, 9}, {1, 4, 5}};
+  enum { N = sizeof shapes / sizeof shapes[0] };
+  for (int shared = 0; shared < 2; shared++) {
+    convpool_options o;
+    convpool_options_init(&o);
+    o.threads = shared ? 0 : 2;
+    o.shared_pool = shared;
+    convpool_op *op = NULL;
+    EXPECT_OK("create (plan reuse)",
+              convpool_op_create(CONVPOOL_FLOAT32, g_w, g_bias, 4, 3, 3, 2, &o, &op));
+    if (op == NULL) continue;
+    for (int i = 0; i < 2 * N; i++) { /* each shape twice, the pool's size changed between */
+      const int64_t *sh = shapes[i / 2];
+      if (shared) EXPECT_OK("shared_pool_set_threads", convpool_shared_pool_set_threads(1 + i % 2));
+      float got[YN], want[YN];
+      size_t bytes = 0;
+      int64_t shape[4];
+      EXPECT_OK("output_shape (plan reuse)",
+                convpool_op_output_shape(op, sh[0], sh[1], sh[2], shape, &bytes));
+      memset(got, PATTERN, sizeof got);
+      memset(want, PATTERN, sizeof want);
+      convpool_op *fresh = NULL;
+      EXPECT_OK("create fresh (plan reuse)",
+                convpool_op_create(CONVPOOL_FLOAT32, g_w, g_bias, 4, 3, 3, 2, &o, &fresh));
+      if (fresh == NULL) break;
+      convpool_run_stats s, fs;
+      convpool_plan_info info;
+      EXPECT_OK("run (plan reuse)", convpool_op_run(op, g_x, sh[0], sh[1], sh[2], got, sizeof got));
+      EXPECT_OK("stats (plan reuse)", convpool_op_last_run_stats(op, &s));
+      EXPECT_OK("plan (plan reuse)", convpool_op_plan(op, sh[0], sh[1], sh[2], &info));
+      EXPECT_OK("run fresh", convpool_op_run(fresh, g_x, sh[0], sh[1], sh[2], want, sizeof want));
+      EXPECT_OK("stats fresh", convpool_op_last_run_stats(fresh, &fs));
+      g_checked++;
+      REL_CHECK(memcmp(got, want, sizeof got) == 0,
+                "run %d (%s pool) on [%lld, 3, %lld, %lld] after other shapes differs from a "
+                "fresh operator's (or wrote past its %zu bytes)",
+                i, shared ? "shared" : "own", (long long)sh[0], (long long)sh[1], (long long)sh[2],
+                bytes);
+      REL_CHECK(s.items == fs.items && s.items == info.items && s.threads == fs.threads,
+                "run %d (%s pool): %lld items on %d threads, a fresh plan has %lld on %d", i,
+                shared ? "shared" : "own", (long long)s.items, s.threads, (long long)fs.items,
+                fs.threads);
+      convpool_op_destroy(fresh);
+    }
+    convpool_op_destroy(op);
+  }
+  EXPECT_OK("shared_pool_set_threads (restore)", convpool_shared_pool_set_threads(0));
+}
+
 int main(void) {
   make_fixtures();
   test_plain_functions();
@@ -1381,6 +1437,7 @@ int main(void) {
   convpool_op_destroy(ops[1]);
   test_rows_per_item();
   test_stats();
+  test_plan_reuse();
   test_not_live();
   test_one_shot();
   test_busy();
