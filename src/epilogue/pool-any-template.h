@@ -1,7 +1,8 @@
 /*
  * Template of the vector epilogue row for any window, stride and residual,
  * clipped rows included (bias after the max). The column maxima of the
- * window's rows (each value + its residual first) go to tmp, the maximum
+ * window's rows (each value + its residual first; without one, a vector of
+ * columns over all the rows in a register) go to tmp, the maximum
  * over each window's columns to tmp + cols, in the portable row's order, so
  * that a NaN comes out with the same bits; then bias, clamp and the store.
  * Whole windows are vectors: stride 1 reads the window's columns with
@@ -41,19 +42,27 @@ void CP_E_FN(const cp_epilogue_params *p, const cp_pool_row *row, const float *b
   const size_t off = row->off;
   const float *colmax = row->src;
   float *wmax = row->tmp + cols;
-  if (row->res != NULL || row->rows > 1) {
+  if (row->res == NULL && row->rows > 1) {
+    /* a vector of columns at a time, its maximum kept in a register over the
+       rows (the same order of maxima as the loop below) */
+    float *m = row->tmp;
+    for (size_t x = 0; x < cols; x += CP_E_W) {
+      CP_E_V s = CP_E_LOAD_BELOW(row->src + x, x, cols);
+      for (size_t a = 1; a < row->rows; a++)
+        s = CP_E_MAX_NAN(s, CP_E_LOAD_BELOW(row->src + a * ld + x, x, cols));
+      CP_E_STORE(m + x, CP_E_BELOW(x, cols), s);
+    }
+    colmax = m;
+  } else if (row->res != NULL) {
     float *m = row->tmp, *widened = row->tmp + cols + n;
     for (size_t a = 0; a < row->rows; a++) {
-      const float *v = row->src + a * ld, *r = NULL;
-      if (row->res != NULL && p->res_widen != NULL) {
+      const float *v = row->src + a * ld, *r = (const float *)row->res + a * row->res_ld;
+      if (p->res_widen != NULL) {
         p->res_widen((const uint16_t *)row->res + a * row->res_ld, widened, cols);
         r = widened;
-      } else if (row->res != NULL) {
-        r = (const float *)row->res + a * row->res_ld;
       }
       for (size_t x = 0; x < cols; x += CP_E_W) {
-        CP_E_V s = CP_E_LOAD_BELOW(v + x, x, cols);
-        if (r != NULL) s = CP_E_ADD(s, CP_E_LOAD_BELOW(r + x, x, cols));
+        CP_E_V s = CP_E_ADD(CP_E_LOAD_BELOW(v + x, x, cols), CP_E_LOAD_BELOW(r + x, x, cols));
         if (a > 0) s = CP_E_MAX_NAN(CP_E_LOAD_BELOW(m + x, x, cols), s);
         CP_E_STORE(m + x, CP_E_BELOW(x, cols), s);
       }
