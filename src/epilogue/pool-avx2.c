@@ -11,18 +11,13 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../vec-avx2.h"
 #include "epilogue.h"
 
 /* a if it is a NaN, else b if it is one, else the larger */
 static inline __m256 cp_max_nan8(__m256 a, __m256 b) {
   const __m256 m = _mm256_max_ps(a, b); /* b when either is NaN */
   return _mm256_blendv_ps(m, a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
-}
-
-/* the portable order: v < min gives min, then v > max gives max */
-static inline __m256 cp_clamp8(__m256 v, __m256 lo, __m256 hi) {
-  v = _mm256_blendv_ps(v, lo, _mm256_cmp_ps(v, lo, _CMP_LT_OQ));
-  return _mm256_blendv_ps(v, hi, _mm256_cmp_ps(v, hi, _CMP_GT_OQ));
 }
 
 /* lanes 0, 2, 4, 6 of lo, then of hi */

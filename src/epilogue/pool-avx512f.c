@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "../vec-avx512.h"
 #include "epilogue.h"
 
 /* max(a, b) that returns a NaN if either is NaN. */
@@ -24,13 +25,6 @@ static inline __m256i cp_to_bf16(__m512 v) {
   r = _mm512_mask_mov_epi32(r, nan,
                             _mm512_or_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40)));
   return _mm512_cvtepi32_epi16(r);
-}
-
-/* The portable row's clamp, lane for lane: v < min gives min, then v > max
-   gives max; a NaN compares false and stays, -0 stays -0 with min +0. */
-static inline __m512 cp_clamp(__m512 v, __m512 lo, __m512 hi) {
-  v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ), lo);
-  return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), hi);
 }
 
 static inline void cp_store16(void *dst, size_t t, __m512 v, __mmask16 mask, cp_store_kind store) {
@@ -55,7 +49,7 @@ void cp_epilogue_row_pool1_avx512f(const cp_epilogue_params *p, const cp_pool_ro
     const __mmask16 mask = n - t >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - t)) - 1u);
     __m512 v = _mm512_maskz_loadu_ps(mask, src + t);
     if (bias != NULL) v = _mm512_add_ps(v, b);
-    if (clamp) v = cp_clamp(v, lo, hi);
+    if (clamp) v = cp_clamp16(v, lo, hi);
     cp_store16(dst, t, v, mask, store);
   }
 }
@@ -85,7 +79,7 @@ void cp_epilogue_row_pool1_res_avx512f(const cp_epilogue_params *p, const cp_poo
     }
     __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, src + t), r);
     if (bias != NULL) v = _mm512_add_ps(v, b);
-    if (clamp) v = cp_clamp(v, lo, hi);
+    if (clamp) v = cp_clamp16(v, lo, hi);
     cp_store16(dst, t, v, mask, store);
   }
 }
@@ -113,7 +107,7 @@ void cp_epilogue_row_pool2_avx512f(const cp_epilogue_params *p, const cp_pool_ro
     __m512 v =
         cp_max_nan(_mm512_permutex2var_ps(lo, even, hi), _mm512_permutex2var_ps(lo, odd, hi));
     if (bias != NULL) v = _mm512_add_ps(v, b);
-    if (clamp) v = cp_clamp(v, act_lo, act_hi);
+    if (clamp) v = cp_clamp16(v, act_lo, act_hi);
     const __mmask16 mask = n - t >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - t)) - 1u);
     cp_store16(dst, t, v, mask, store);
   }
@@ -134,7 +128,7 @@ void cp_epilogue_row_pool2_avx512f(const cp_epilogue_params *p, const cp_pool_ro
 #define CP_E_SET1(x) _mm512_set1_ps(x)
 #define CP_E_ADD(a, b) _mm512_add_ps(a, b)
 #define CP_E_MAX_NAN(a, b) cp_max_nan(a, b)
-#define CP_E_CLAMP(v, lo, hi) cp_clamp(v, lo, hi)
+#define CP_E_CLAMP(v, lo, hi) cp_clamp16(v, lo, hi)
 #define CP_E_EVEN(lo, hi) \
   _mm512_permutex2var_ps( \
       lo, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), hi)

@@ -4,13 +4,8 @@
 
 #include <immintrin.h>
 
+#include "../vec-avx2.h"
 #include "ukernel.h"
-
-/* The epilogue's clamp: v < lo gives lo, then v > hi gives hi (NaN stays). */
-static inline __m256 cp_sr_clamp8(__m256 v, __m256 lo, __m256 hi) {
-  v = _mm256_blendv_ps(v, lo, _mm256_cmp_ps(v, lo, _CMP_LT_OQ));
-  return _mm256_blendv_ps(v, hi, _mm256_cmp_ps(v, hi, _CMP_GT_OQ));
-}
 
 #define CP_FN cp_f32_sr_ukernel_6x16__avx2
 #define CP_MR 6
@@ -28,7 +23,7 @@ static inline __m256 cp_sr_clamp8(__m256 v, __m256 lo, __m256 hi) {
 #define CP_MAC(acc, b, x) _mm256_fmadd_ps(b, x, acc)
 #define CP_SET1(f) _mm256_set1_ps(f)
 #define CP_ADD(a, b) _mm256_add_ps(a, b)
-#define CP_CLAMP(v, lo, hi) cp_sr_clamp8(v, lo, hi)
+#define CP_CLAMP(v, lo, hi) cp_clamp8(v, lo, hi)
 #define CP_PREFETCH_AHEAD 8       /* the 16 positions span at most 2 cache lines */
 #define CP_PREFETCH_MIN_BYTES 128 /* not the packed strips (cs = 16 floats) */
 #include "sr-template.h"
