@@ -128,13 +128,13 @@ static void cp_run_item(void *context, int64_t index, int thread) {
     const double k2 = sample ? cp_ticks() : 0.0;
     size_t co0, channels;
     cp_block_channels(pl, cb, &co0, &channels);
-    for (int64_t j = 0; block != NULL && j < it.nb;
-         j++) { /* each image of the item (plan.h: images) */
-      cp_item one = it;
-      one.b = it.b + j, one.nb = 1;
-      cp_epilogue_item(r->epilogue, pl, &one, block + (size_t)j * pl->buf_image_cols, row, co0,
-                       channels, r->residual, r->dst);
-    }
+    if (block != NULL)                      /* NULL: the kernels finished the block in dst */
+      for (int64_t j = 0; j < it.nb; j++) { /* each image of the item (plan.h: images) */
+        cp_item one = it;
+        one.b = it.b + j, one.nb = 1;
+        cp_epilogue_item(r->epilogue, pl, &one, block + (size_t)j * pl->buf_image_cols, row, co0,
+                         channels, r->residual, r->dst);
+      }
     if (sample) compute += k2 - k1, epilogue += cp_ticks() - k2;
   }
   const double wall = cp_seconds() - t1, ticks = compute + epilogue;
