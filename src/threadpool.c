@@ -6,11 +6,19 @@
  *
  * Between runs a worker first spins a while (CP_SPIN_ROUNDS pauses, about 40
  * microseconds on Zen 5) on the generation, then sleeps on a condition
- * variable; the caller likewise spins on the count of busy workers before it
+ * variable; the caller likewise spins on the count of items done before it
  * sleeps. A futex wake-up costs tens of microseconds on a VM, and a layer
  * with a phase before its items runs the pool twice: on 7x7-14x14 layers of
  * a few hundred microseconds the sleeps were a tenth of the time. The spin is
  * bounded, so an idle pool sleeps.
+ *
+ * A run ends when its items are done, not when every worker has woken: a
+ * worker that wakes late finds the items taken and sleeps again. (Waiting
+ * for it made a layer of 15 us take 200 us after an idle pause of 0.2-1 ms
+ * on a Zen 3 VM, where waking a sleeping vCPU is that slow.) So an item is
+ * claimed with its run's tag: the ticket holds the run's generation above
+ * the item's index, and a worker whose copy of a run's task is stale fails
+ * the compare-and-swap instead of running another run's item with it.
  *
  * An operator owns a pool, or runs on the process-wide one (shared_pool),
  * which one lock hands to one run at a time.
@@ -44,25 +52,56 @@ struct cp_threadpool {
   pthread_cond_t work_ready;
   pthread_cond_t work_done;
   _Atomic unsigned long generation; /* written under the lock; also read while spinning */
-  _Atomic int busy_workers;         /* likewise */
   int active; /* threads taking part in the current run, the caller included */
   int stop;
+  cp_task_fn fn; /* the current run's task, items [offset, offset + items) */
+  void *context;
+  int64_t items, offset;
+  _Atomic uint64_t ticket; /* own threads: the run's tag, then the next item (CP_TICKET_*) */
+  _Atomic int64_t done;    /* own threads: items of the current run done */
+  _Atomic int64_t next;    /* OpenMP regions: the next item */
+};
+
+/* A ticket: the low bits of the run's generation above the next item's
+   index. A run of more items goes in rounds of CP_ROUND_ITEMS. The tag
+   repeats after 2^40 runs: a worker would have to sleep through all of them
+   for its stale copy to match. */
+#define CP_TICKET_INDEX_BITS 24
+#define CP_ROUND_ITEMS ((int64_t)1 << CP_TICKET_INDEX_BITS)
+#define CP_TICKET_INDEX(t) ((int64_t)((t) & (uint64_t)(CP_ROUND_ITEMS - 1)))
+#define CP_TICKET_TAG(generation) ((uint64_t)(generation) << CP_TICKET_INDEX_BITS)
+
+/* A worker's copy of a run's task, taken under the lock. */
+typedef struct cp_round {
   cp_task_fn fn;
   void *context;
-  int64_t items;
-  _Atomic int64_t next;
-};
+  int64_t items, offset;
+  uint64_t tag;
+} cp_round;
 
 typedef struct cp_worker_arg {
   cp_threadpool *pool;
   int index;
 } cp_worker_arg;
 
-static void cp_take_items(cp_threadpool *p, int thread) {
+/* Claim and run items of the round while its tag is the ticket's; the one
+   who finishes its last item wakes the caller. */
+static void cp_take_round(cp_threadpool *p, const cp_round *round, int thread) {
+  uint64_t t = atomic_load_explicit(&p->ticket, memory_order_acquire);
   for (;;) {
-    int64_t item = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
-    if (item >= p->items) break;
-    p->fn(p->context, item, thread);
+    if ((t & ~(uint64_t)(CP_ROUND_ITEMS - 1)) != round->tag || CP_TICKET_INDEX(t) >= round->items)
+      return;
+    if (!atomic_compare_exchange_weak_explicit(&p->ticket, &t, t + 1, memory_order_acq_rel,
+                                               memory_order_acquire))
+      continue;
+    round->fn(round->context, round->offset + CP_TICKET_INDEX(t), thread);
+    if (atomic_fetch_add_explicit(&p->done, 1, memory_order_acq_rel) + 1 == round->items) {
+      pthread_mutex_lock(&p->lock);
+      pthread_cond_signal(&p->work_done);
+      pthread_mutex_unlock(&p->lock);
+      return;
+    }
+    t = atomic_load_explicit(&p->ticket, memory_order_acquire);
   }
 }
 
@@ -80,8 +119,8 @@ static void cp_spin_while_ulong(_Atomic unsigned long *v, unsigned long was) {
     cp_pause();
 }
 
-static void cp_spin_while_busy(_Atomic int *v) {
-  for (int i = 0; i < CP_SPIN_ROUNDS && atomic_load_explicit(v, memory_order_relaxed) > 0; i++)
+static void cp_spin_while_below(_Atomic int64_t *v, int64_t end) {
+  for (int i = 0; i < CP_SPIN_ROUNDS && atomic_load_explicit(v, memory_order_relaxed) < end; i++)
     cp_pause();
 }
 
@@ -97,12 +136,9 @@ static void *cp_worker_main(void *raw) {
     if (p->stop) break;
     seen = atomic_load(&p->generation);
     const int needed = index < p->active; /* else not needed for this run */
+    const cp_round round = {p->fn, p->context, p->items, p->offset, CP_TICKET_TAG(seen)};
     pthread_mutex_unlock(&p->lock);
-    if (!needed) continue;
-    cp_take_items(p, index);
-    pthread_mutex_lock(&p->lock);
-    if (atomic_fetch_sub(&p->busy_workers, 1) == 1) pthread_cond_signal(&p->work_done);
-    pthread_mutex_unlock(&p->lock);
+    if (needed) cp_take_round(p, &round, index);
   }
   pthread_mutex_unlock(&p->lock);
   return NULL;
@@ -117,7 +153,8 @@ static convpool_status cp_threadpool_start(int threads, int openmp, const convpo
   *p = (cp_threadpool){.allocator = *a, .threads = threads, .openmp = openmp};
   atomic_init(&p->next, 0);
   atomic_init(&p->generation, 0);
-  atomic_init(&p->busy_workers, 0);
+  atomic_init(&p->ticket, 0);
+  atomic_init(&p->done, 0);
   int workers = openmp ? 0 : threads - 1;
   if (workers > 0) {
     p->workers = cp_alloc(a, (size_t)workers * (sizeof(pthread_t) + sizeof(cp_worker_arg)));
@@ -163,6 +200,14 @@ int cp_threadpool_threads(const cp_threadpool *p) {
 }
 
 #ifdef CONVPOOL_HAVE_OPENMP
+static void cp_take_items(cp_threadpool *p, int thread) {
+  for (;;) {
+    int64_t item = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
+    if (item >= p->items) break;
+    p->fn(p->context, item, thread);
+  }
+}
+
 /* One parallel region of at most `active` threads; the runtime may give
    fewer (a region inside another one gets one), never more. */
 static int cp_threadpool_run_openmp(cp_threadpool *p, int active) {
@@ -194,21 +239,25 @@ int cp_threadpool_run(cp_threadpool *p, cp_task_fn fn, void *context, int64_t it
     return cp_threadpool_run_openmp(p, active);
   }
 #endif
-  pthread_mutex_lock(&p->lock);
-  p->fn = fn;
-  p->context = context;
-  p->items = items;
-  atomic_store_explicit(&p->next, 0, memory_order_relaxed);
-  p->active = active;
-  atomic_store(&p->busy_workers, active - 1);
-  atomic_fetch_add(&p->generation, 1);
-  pthread_cond_broadcast(&p->work_ready);
-  pthread_mutex_unlock(&p->lock);
-  cp_take_items(p, 0);
-  cp_spin_while_busy(&p->busy_workers);
-  pthread_mutex_lock(&p->lock);
-  while (atomic_load(&p->busy_workers) > 0) pthread_cond_wait(&p->work_done, &p->lock);
-  pthread_mutex_unlock(&p->lock);
+  for (int64_t offset = 0; offset < items; offset += CP_ROUND_ITEMS) {
+    const int64_t n = items - offset < CP_ROUND_ITEMS ? items - offset : CP_ROUND_ITEMS;
+    pthread_mutex_lock(&p->lock);
+    /* no item of the last round is outstanding: every claimed one is done */
+    const unsigned long generation = atomic_load(&p->generation) + 1;
+    const cp_round round = {fn, context, n, offset, CP_TICKET_TAG(generation)};
+    p->fn = fn, p->context = context, p->items = n, p->offset = offset;
+    p->active = active;
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->ticket, round.tag, memory_order_release);
+    atomic_store(&p->generation, generation);
+    pthread_cond_broadcast(&p->work_ready);
+    pthread_mutex_unlock(&p->lock);
+    cp_take_round(p, &round, 0);
+    cp_spin_while_below(&p->done, n);
+    pthread_mutex_lock(&p->lock);
+    while (atomic_load(&p->done) < n) pthread_cond_wait(&p->work_done, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+  }
   return active;
 }
 

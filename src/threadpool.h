@@ -13,8 +13,9 @@ typedef struct cp_threadpool cp_threadpool;
 convpool_status cp_threadpool_create(int threads, const convpool_allocator *allocator,
                                      cp_threadpool **out);
 /* Run items 0..items-1 over at most `items` of the threads (the others stay
-   asleep); returns the number of threads that took part, once every item
-   is done. */
+   asleep); returns, once every item is done, the number of threads the run
+   was offered to (a worker that wakes after the items are taken does none:
+   the run does not wait for it). */
 int cp_threadpool_run(cp_threadpool *pool, cp_task_fn fn, void *context, int64_t items);
 int cp_threadpool_threads(const cp_threadpool *pool);
 void cp_threadpool_destroy(cp_threadpool *pool);

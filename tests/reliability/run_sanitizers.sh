@@ -37,7 +37,7 @@ done
 # threads, soak, cpu, cli, cli_files, fuzz_corpus_*, and meta_differential
 # (Python, but it drives the instrumented parser).
 tests='layer_|api|alloc|threads|soak|cpu|cli|fuzz_corpus|meta_differential'
-targets="test_layer test_api test_alloc_fail test_threads test_shared_pool soak test_cpu convpool_cli fuzz_api_replay fuzz_meta_replay meta_check"
+targets="test_layer test_api test_alloc_fail test_threads test_shared_pool test_pool_runs soak test_cpu convpool_cli fuzz_api_replay fuzz_meta_replay meta_check"
 summary=""
 failed=0
 note() { summary="$summary$1
