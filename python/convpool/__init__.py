@@ -675,12 +675,19 @@ class Operator:
 # --------------------------------------------------------------------------
 # The process-wide thread pool
 # --------------------------------------------------------------------------
+_shared_pool_functions: Dict[str, Any] = {}   # found once (asked at every torch call)
+
+
 def _shared_pool_function(name):
+    fn = _shared_pool_functions.get(name)
+    if fn is not None:
+        return fn
     lib = _lib()
     if not _native.has_symbol(name):
         raise UnsupportedError(name, _native.UNSUPPORTED, "unsupported",
                                "this libconvpool has no shared thread pool")
-    return getattr(lib, name)
+    fn = _shared_pool_functions[name] = getattr(lib, name)
+    return fn
 
 
 def set_shared_threads(threads: int) -> None:

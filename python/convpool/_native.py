@@ -285,6 +285,9 @@ def load():
     each one failed.
     """
     global _library, _library_path
+    lib = _library           # set once, never cleared: no lock once loaded (every call asks)
+    if lib is not None:
+        return lib
     with _lock:
         if _library is not None:
             return _library

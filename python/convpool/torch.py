@@ -772,7 +772,7 @@ def _op_arguments(x, weight, bias, padding, clamp_min, clamp_max, pool, pool_str
 
 
 def _op_cpu(x, weight, bias, padding, clamp_min, clamp_max, pool, pool_stride, pool_padding,
-            ceil_mode, cache_key, stride=1, dilation=1, groups=1, residual=None):
+            ceil_mode, cache_key, stride=1, dilation=1, groups=1, residual=None, packs=None):
     layer, dtype_name, unbatched = _op_arguments(x, weight, bias, padding, clamp_min, clamp_max,
                                                  pool, pool_stride, pool_padding, ceil_mode,
                                                  stride, dilation, groups, residual)
@@ -788,7 +788,8 @@ def _op_cpu(x, weight, bias, padding, clamp_min, clamp_max, pool, pool_stride, p
         if tuple(residual.shape) != conv_shape:
             raise ValueError(f"the residual has shape {tuple(residual.shape)}, the conv "
                              f"output {conv_shape}")
-    packs = _packs_for(cache_key)
+    if packs is None:                        # the module's own, from its eager call
+        packs = _packs_for(cache_key)
     if x.shape[0] == 0:
         out = x.new_empty(_torch_output_shape(x.shape, weight.shape, layer))
     else:
@@ -1149,7 +1150,7 @@ class ConvPool2d(nn.Module):
                     x, self.weight, self.bias, self._padding, self._clamp_min,
                     self._clamp_max, self._pool, self._pool_stride, self._pool_padding,
                     self._ceil_mode, self._cache_key, self.stride, self.dilation, self.groups,
-                    residual)
+                    residual, self._packs)
         return torch.ops.convpool.conv2d_maxpool(
             x, self.weight, self.bias, self._padding, self._clamp_min, self._clamp_max,
             self._pool, self._pool_stride, self._pool_padding, self._ceil_mode, self._cache_key,
