@@ -101,6 +101,40 @@ static void cp_epilogue_item(const cp_epilogue *e, const cp_plan *pl, const cp_i
   }
 }
 
+/* The same for a block left channels in lanes (`lanes` per position): each
+   pooled row of the item once for all the block's channels. */
+static void cp_epilogue_item_lanes(const cp_epilogue *e, const cp_plan *pl, const cp_item *it,
+                                   const float *buf, size_t lanes, size_t co0, size_t channels,
+                                   void *dst) {
+  const cp_epilogue_params *p = &e->params;
+  const int64_t P = pl->pool, S = pl->stride;
+  const size_t pw = (size_t)pl->pw, plane = (size_t)pl->ph * pw, es = pl->elem_size;
+  const size_t nx = (size_t)it->nx;
+  unsigned char *out0 = (unsigned char *)dst + (((size_t)it->b * (size_t)pl->c_out + co0) * plane +
+                                                (size_t)it->q0 * pw + (size_t)it->c0) *
+                                                   es;
+  cp_lanes_row r = {NULL,
+                    nx,
+                    lanes,
+                    channels,
+                    0,
+                    nx,
+                    (size_t)(it->x0 - (it->c0 * S - pl->pool_pad[CP_LEFT])),
+                    (size_t)it->nc,
+                    p->bias != NULL ? p->bias + co0 : NULL,
+                    NULL,
+                    plane};
+  for (int64_t q = 0; q < it->nq; q++) {
+    int64_t top = (it->q0 + q) * S - pl->pool_pad[CP_TOP], bottom = top + P;
+    if (top < 0) top = 0;
+    if (bottom > pl->oh) bottom = pl->oh;
+    r.src = buf + (size_t)(top - it->y0) * nx * lanes;
+    r.rows = (size_t)(bottom - top);
+    r.dst = out0 + (size_t)q * pw * es;
+    e->lanes_row(p, &r);
+  }
+}
+
 /* One work item: pack, then compute and pool each channel block. */
 static void cp_run_item(void *context, int64_t index, int thread) {
   const cp_run *r = context;
@@ -121,6 +155,7 @@ static void cp_run_item(void *context, int64_t index, int thread) {
   /* the blocks' wall time, split between compute and epilogue by the ticks
      of every 8th block (the blocks of an item are alike) */
   double compute = 0.0, epilogue = 0.0;
+  const size_t lanes = cp_run_lanes(r);
   for (int64_t cb = it.cb0; cb < it.cb1; cb++) {
     const int sample = ((cb - it.cb0) & 7) == 0;
     const double k1 = sample ? cp_ticks() : 0.0;
@@ -132,8 +167,13 @@ static void cp_run_item(void *context, int64_t index, int thread) {
       for (int64_t j = 0; j < it.nb; j++) { /* each image of the item (plan.h: images) */
         cp_item one = it;
         one.b = it.b + j, one.nb = 1;
-        cp_epilogue_item(r->epilogue, pl, &one, block + (size_t)j * pl->buf_image_cols, row, co0,
-                         channels, r->residual, r->dst);
+        if (lanes > 0)
+          cp_epilogue_item_lanes(r->epilogue, pl, &one,
+                                 block + (size_t)j * pl->buf_image_cols * lanes, lanes, co0,
+                                 channels, r->dst);
+        else
+          cp_epilogue_item(r->epilogue, pl, &one, block + (size_t)j * pl->buf_image_cols, row, co0,
+                           channels, r->residual, r->dst);
       }
     if (sample) compute += k2 - k1, epilogue += cp_ticks() - k2;
   }

@@ -509,7 +509,10 @@ convpool_status convpool_op_describe(const convpool_op *op, int64_t batch, int64
              "auto           %s hands this run to %s (too little work for its transforms)\n",
              pl.handed_over->name, pl.algo->name);
   }
-  cp_plan_describe(&pl, op->layer.dtype, choice, op->epilogue.name, text, capacity);
+  cp_plan_describe(
+      &pl, op->layer.dtype, choice,
+      cp_plan_lanes(&pl, &op->epilogue) > 0 ? op->epilogue.lanes_name : op->epilogue.name, text,
+      capacity);
   return CONVPOOL_SUCCESS;
 }
 

@@ -4,7 +4,9 @@
  * with and without a residual (in the dtype of dst), full and clipped rows,
  * every store kind, bias or none, every activation clamp, rows of random
  * values with NaN, +-Inf, +-0 and values on the clamp bounds, every length
- * up to three vectors and a tail. A vector row that differs from the
+ * up to three vectors and a tail; the lanes row (a block's channels in
+ * the lanes of each position) against the portable row of each channel. A
+ * vector row that differs from the
  * portable one would make a result depend on which items (so which thread
  * count) clip a window.
  */
@@ -154,6 +156,78 @@ static void check_clipped_row(const cp_epilogue *vec, convpool_dtype dtype, tu_r
   compare_row(vec, vec->row_clipped, "clipped row", dtype, rows, off, cols, n, rng);
 }
 
+/* The lanes row (e->lanes_row: a block's channels in the lanes of each
+   position) against the portable row of each channel, byte for byte: lanes
+   8, 16 and 32, a partial last block (channels < lanes: the lanes past them
+   hold values that must not be stored), full or clipped windows (rows
+   1..P, off < P, windows past the last column), n up to 40 outputs (whole
+   groups of 8 and a tail), bias or none; nothing written past each
+   channel's n outputs or for the channels past the block's. */
+static void check_lanes_row(const cp_epilogue *vec, convpool_dtype dtype, int full, tu_rng *rng) {
+  enum { MAX_L = 32, MAX_COLS = 200, MAX_ROWS = 12, PLANE = 48 };
+  static float lanes_src[MAX_ROWS * MAX_COLS * MAX_L], row_src[MAX_ROWS * MAX_COLS], bias[MAX_L];
+  float tmp[3 * MAX_COLS];
+  unsigned char want[MAX_L * PLANE * 4], got[MAX_L * PLANE * 4];
+  const size_t pool = vec->params.pool, stride = vec->params.stride,
+               es = dtype == CONVPOOL_FLOAT32 ? 4 : 2;
+  const size_t L = (size_t)8 << ((size_t)(tu_uniform(rng) * 3.0) % 3);
+  const size_t channels = L - (size_t)(tu_uniform(rng) * 8.0) % 8;
+  size_t off = 0, rows = pool, n, cols;
+  if (full) {
+    const size_t fits = (MAX_COLS - 6 - pool) / stride + 1, most = fits < 40 ? fits : 40;
+    n = 1 + (size_t)(tu_uniform(rng) * (double)most) % most;
+    cols = (n - 1) * stride + pool + (size_t)(tu_uniform(rng) * 3.0);
+  } else {
+    off = (size_t)(tu_uniform(rng) * (double)pool) % pool;
+    rows = 1 + (size_t)(tu_uniform(rng) * (double)pool) % pool;
+    cols = 1 + (size_t)(tu_uniform(rng) * 150.0);
+    const size_t max_n = (cols - 1 + off) / stride + 1;
+    n = 1 + (size_t)(tu_uniform(rng) * (double)(max_n < 40 ? max_n : 40)) % max_n;
+  }
+  const size_t ld = cols + 3; /* positions between rows */
+  for (size_t i = 0; i < rows * ld * L; i++)
+    lanes_src[i] = special(rng, vec->params.min, vec->params.max);
+  const int with_bias = tu_uniform(rng) < 0.5;
+  for (size_t m = 0; m < L; m++) bias[m] = (float)(4.0 * tu_uniform(rng) - 2.0);
+  memset(want, 0xa5, sizeof want);
+  memset(got, 0xa5, sizeof got);
+  for (size_t m = 0; m < channels; m++) {
+    for (size_t i = 0; i < rows * ld; i++) row_src[i] = lanes_src[i * L + m];
+    cp_pool_row a = {.src = row_src,
+                     .ld = ld,
+                     .rows = rows,
+                     .cols = cols,
+                     .off = off,
+                     .n = n,
+                     .tmp = tmp,
+                     .res = NULL,
+                     .res_ld = ld};
+    cp_epilogue_row_portable(&vec->params, &a, with_bias ? &bias[m] : NULL, want + m * PLANE * es);
+  }
+  const cp_lanes_row r = {.src = lanes_src,
+                          .ld = ld,
+                          .lanes = L,
+                          .channels = channels,
+                          .rows = rows,
+                          .cols = cols,
+                          .off = off,
+                          .n = n,
+                          .bias = with_bias ? bias : NULL,
+                          .dst = got,
+                          .plane = PLANE};
+  vec->lanes_row(&vec->params, &r);
+  rows_checked++;
+  if (memcmp(want, got, sizeof want) != 0) {
+    failures++;
+    fprintf(stderr,
+            "FAIL: %s %s pool %zu stride %zu lanes %zu channels %zu rows %zu off %zu n %zu "
+            "cols %zu store %d clamp [%g, %g] bias %s differs\n",
+            vec->lanes_name, full ? "full lanes row" : "clipped lanes row", pool, stride, L,
+            channels, rows, off, n, cols, (int)vec->params.store, (double)vec->params.min,
+            (double)vec->params.max, with_bias ? "yes" : "no");
+  }
+}
+
 int main(void) {
   const cp_cpu *cpu = cp_cpu_get();
   if (cpu->isa < CP_ISA_AVX2) {
@@ -204,7 +278,30 @@ int main(void) {
                 continue;
               }
               for (int trial = 0; trial < 200; trial++) check_clipped_row(&e, dtypes[d], &rng);
+              /* the lanes row: every setup without a residual, none with one */
+              if ((e.lanes_row != NULL) == residual) {
+                failures++;
+                fprintf(stderr, "FAIL: lanes row %s with residual %d\n",
+                        e.lanes_row != NULL ? "offered" : "missing", residual);
+                continue;
+              }
+              if (e.lanes_row != NULL)
+                for (int trial = 0; trial < 60; trial++)
+                  check_lanes_row(&e, dtypes[d], trial % 2, &rng);
             }
+  /* windows of 8 outputs wider than the lanes row keeps column maxima for */
+  const size_t wide[][2] = {{9, 9}, {12, 5}, {3, 11}};
+  for (size_t w = 0; w < sizeof wide / sizeof wide[0]; w++)
+    for (size_t c = 0; c < sizeof clamps / sizeof clamps[0]; c++) {
+      cp_epilogue e;
+      memset(&e, 0, sizeof e);
+      e.params.pool = wide[w][0], e.params.stride = wide[w][1];
+      e.params.min = clamps[c][0], e.params.max = clamps[c][1];
+      e.params.store = CP_STORE_F32;
+      cp_epilogue_select(&e, CP_ISA_AVX2);
+      for (int trial = 0; trial < 60; trial++)
+        check_lanes_row(&e, CONVPOOL_FLOAT32, trial % 2, &rng);
+    }
   printf("%d vector row setups, %d rows checked against the portable row, %d failed\n", vector_rows,
          rows_checked, failures);
   return failures != 0;

@@ -8,9 +8,12 @@
  * at their dilated offsets), so no tap is ever a zero one and no input is
  * copied more than once per item: where shift-reduce splits a stride-2
  * filter into phases (16 taps for 9 of a 3x3) or im2col repeats each input
- * k*k times, this reads the panel as it is. The register tile leaves the
- * registers transposed into the tile buffer's channel rows, which the
- * driver's epilogue pools.
+ * k*k times, this reads the panel as it is. The register tiles leave the
+ * registers as they are, channels in lanes, and the driver's epilogue pools
+ * them in that layout (epilogue.h: cp_lanes_row), transposing only the
+ * pooled outputs; where the epilogue has no such row for the layer's
+ * params, the last pass stores each tile transposed into the tile buffer's
+ * channel rows.
  *
  * The panel is shift-reduce's (pack.h): every input channel of the item's
  * input rows and columns, zero where the conv padding is, channels an odd
@@ -119,6 +122,7 @@ static convpool_status cp_direct_setup(const cp_layer *layer, const cp_cpu *cpu,
                    (long long)layer->k);
   setup->co_block = s->uk->mr;
   setup->positions = s->uk->np;
+  setup->lanes = s->uk->mr; /* its tiles' sums are channels in lanes */
   setup->isa = s->uk->isa;
   setup->kernel = s->uk->name;
   return CONVPOOL_SUCCESS;
@@ -251,20 +255,26 @@ static const float *cp_direct_pack_item(const cp_run *r, cp_item *it, float *pan
   return panel;
 }
 
-/* The item's register tiles: flat over its positions (row after row) where
-   its rows are the tile buffer's (the item spans the conv width), else per
-   conv row. */
-static size_t cp_direct_tile_count(const cp_plan *pl, const cp_item *it, size_t np) {
+/* Whether the item's register tiles run flat over its positions (row after
+   row): where the block stays channels in lanes (the tiles' sums, position
+   after position, are the tile buffer) or its rows are the tile buffer's
+   (the item spans the conv width); else they run per conv row. */
+static int cp_direct_flat(const cp_plan *pl, const cp_item *it, size_t lanes) {
+  return lanes > 0 || (size_t)it->nx == pl->buf_row_ld;
+}
+
+static size_t cp_direct_tile_count(const cp_item *it, size_t np, int flat) {
   const size_t nx = (size_t)it->nx, ny = (size_t)it->ny;
-  return nx == pl->buf_row_ld ? (ny * nx + np - 1) / np : ny * ((nx + np - 1) / np);
+  return flat ? (ny * nx + np - 1) / np : ny * ((nx + np - 1) / np);
 }
 
 /* Those tiles' positions, first columns and counts into tile[]. */
-static void cp_direct_tiles(const cp_plan *pl, const cp_item *it, size_t np, cp_direct_tile *tile) {
+static void cp_direct_tiles(const cp_plan *pl, const cp_item *it, size_t np, int flat,
+                            cp_direct_tile *tile) {
   const cp_direct_plan *dp = CP_ALGO_STATE(const cp_direct_plan, pl->state);
   const size_t nx = (size_t)it->nx, ny = (size_t)it->ny, s = (size_t)pl->conv_stride;
-  const size_t per_row = (nx + np - 1) / np, flat = nx == pl->buf_row_ld;
-  const size_t tiles = cp_direct_tile_count(pl, it, np);
+  const size_t per_row = (nx + np - 1) / np;
+  const size_t tiles = cp_direct_tile_count(it, np, flat);
   for (size_t i = 0; i < tiles; i++) {
     const size_t y = i / per_row, q0 = flat ? i * np : y * nx + (i % per_row) * np;
     const size_t end = flat ? ny * nx : (y + 1) * nx;
@@ -281,8 +291,11 @@ static void cp_direct_tiles(const cp_plan *pl, const cp_item *it, size_t np, cp_
  * Channel block cb: the contraction in passes of kc input channels, the
  * pass's weights in L1 while every tile of the item multiplies them, each
  * tile's sums kept between passes in the partial sums (the kernels continue
- * them: the same bits as one pass), the last pass storing them into the
- * block's rows of buf.
+ * them: the same bits as one pass). Where the run leaves blocks channels in
+ * lanes (cp_run_lanes), the flat tiles' partial sums after the last pass
+ * are the block's conv outputs in that layout, position after position;
+ * otherwise the last pass stores them transposed into the block's rows of
+ * buf.
  */
 static const float *cp_direct_compute_block(const cp_run *r, const cp_item *it, const float *panel,
                                             int64_t cb, float *buf) {
@@ -294,25 +307,28 @@ static const float *cp_direct_compute_block(const cp_run *r, const cp_item *it, 
   float *partial = buf + dp->partial;
   cp_direct_tile *tile = (cp_direct_tile *)(void *)(buf + dp->geom);
   ptrdiff_t *off = (ptrdiff_t *)(void *)(buf + dp->offsets);
+  const size_t lanes = cp_run_lanes(r);
+  const int flat = cp_direct_flat(pl, it, lanes);
   /* the item's taps and tiles, once: buf is kept between its blocks */
   if (cb == it->cb0) {
     for (int64_t i = 0; i < pl->k; i++)
       for (int64_t j = 0; j < pl->k; j++)
         off[i * pl->k + j] =
             (ptrdiff_t)(i * pl->dilation * (int64_t)dp->panel.ld + j * pl->dilation);
-    cp_direct_tiles(pl, it, np, tile);
+    cp_direct_tiles(pl, it, np, flat, tile);
   }
-  const size_t tiles = cp_direct_tile_count(pl, it, np);
+  const size_t tiles = cp_direct_tile_count(it, np, flat);
   const float *w = r->packed + (size_t)cb * cig * taps * mr;
   panel += (size_t)cp_block_group(pl, cb) * cig * cs; /* the group's channels */
   for (size_t c0 = 0; c0 < cig; c0 += dp->kc) {
-    const size_t kn = cig - c0 < dp->kc ? cig - c0 : dp->kc, last = c0 + kn == cig;
+    const size_t kn = cig - c0 < dp->kc ? cig - c0 : dp->kc;
+    const int store = c0 + kn == cig && lanes == 0; /* the last pass, to channel rows */
     for (size_t i = 0; i < tiles; i++)
       uk->fn(panel + c0 * cs, cs, tile[i].pos, off, taps, kn, w + c0 * taps * mr,
-             partial + i * np * mr, c0 == 0, last ? buf + tile[i].col : NULL, pl->buf_cols,
+             partial + i * np * mr, c0 == 0, store ? buf + tile[i].col : NULL, pl->buf_cols,
              tile[i].n);
   }
-  return buf;
+  return lanes > 0 ? partial : buf;
 }
 
 static void cp_direct_describe(const cp_plan *pl, char *text, size_t capacity) {

@@ -110,6 +110,11 @@ void cp_epilogue_select(cp_epilogue *e, cp_isa isa) {
     e->row = cp_epilogue_row_any_avx2;
     e->name = "any-avx2";
   }
+  e->lanes_row = NULL, e->lanes_name = NULL;
+  if (!p->bias_first && !p->residual && isa >= CP_ISA_AVX2) {
+    e->lanes_row = cp_epilogue_lanes_row_avx2;
+    e->lanes_name = "lanes-avx2";
+  }
   e->row_clipped = p->bias_first          ? cp_epilogue_row_portable
                    : isa >= CP_ISA_AVX512 ? cp_epilogue_row_any_avx512f
                    : isa >= CP_ISA_AVX2   ? cp_epilogue_row_any_avx2

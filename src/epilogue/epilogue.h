@@ -58,6 +58,30 @@ typedef struct cp_pool_row {
   size_t res_ld;
 } cp_pool_row;
 
+/*
+ * The same pooled row for every channel of a block whose conv outputs lie
+ * channels in lanes: conv row a of the window, column x of the region,
+ * channel m at src[(a * ld + x) * lanes + m] (lanes a multiple of 8, at
+ * most CP_LANES_MAX). Channel m < channels goes to dst + m * plane; bias
+ * (or NULL) is the block's first channel's. Windows are clipped as in
+ * cp_pool_row (off, cols), so one function takes full and clipped rows; the
+ * maxima are taken in the portable row's order (rows of a column, then the
+ * window's columns), so the bits are the row functions'. No residual and
+ * no bias_first (cp_epilogue.lanes_row is NULL for those).
+ */
+#define CP_LANES_MAX 64
+typedef struct cp_lanes_row {
+  const float *src; /* the first window row's column 0 */
+  size_t ld;        /* positions between conv rows */
+  size_t lanes, channels;
+  size_t rows, cols, off, n; /* as in cp_pool_row */
+  const float *bias;
+  void *dst;    /* channel 0's first output, in the dtype of dst */
+  size_t plane; /* elements between channels of dst */
+} cp_lanes_row;
+typedef void (*cp_epilogue_lanes_fn)(const cp_epilogue_params *p, const cp_lanes_row *row);
+void cp_epilogue_lanes_row_avx2(const cp_epilogue_params *p, const cp_lanes_row *row);
+
 /* One pooled row; bias is the channel's bias or NULL. The pool 1 and pool
    2 rows assume a full row: rows = P, off = 0, n*S + P - S <= cols; the
    portable and the any rows take every row. */
@@ -74,6 +98,8 @@ typedef struct cp_epilogue {
   int in_kernel; /* a conv output is a pooled output (pool 1 of stride 1), bias after it,
                     fp32 dst: a microkernel may finish its outputs in dst itself, as the
                     pool-1 row does (ukernel.h: cp_sr_finish) */
+  cp_epilogue_lanes_fn lanes_row; /* rows of channels in lanes, or NULL (not for the params) */
+  const char *lanes_name;
 } cp_epilogue;
 
 void cp_epilogue_row_portable(const cp_epilogue_params *p, const cp_pool_row *row,
@@ -91,7 +117,8 @@ void cp_epilogue_row_pool1_avx2(const cp_epilogue_params *p, const cp_pool_row *
 void cp_epilogue_row_any_avx2(const cp_epilogue_params *p, const cp_pool_row *row,
                               const float *bias, void *dst);
 
-/* Fill e->row, e->row_clipped, e->name, e->compact and e->in_kernel: the
+/* Fill e->row, e->row_clipped, e->name, e->compact, e->in_kernel and
+   e->lanes_row (e->lanes_name): the
    fastest row functions for e->params on isa. */
 void cp_epilogue_select(cp_epilogue *e, cp_isa isa);
 

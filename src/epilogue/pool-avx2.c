@@ -14,12 +14,6 @@
 #include "../vec-avx2.h"
 #include "epilogue.h"
 
-/* a if it is a NaN, else b if it is one, else the larger */
-static inline __m256 cp_max_nan8(__m256 a, __m256 b) {
-  const __m256 m = _mm256_max_ps(a, b); /* b when either is NaN */
-  return _mm256_blendv_ps(m, a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
-}
-
 /* lanes 0, 2, 4, 6 of lo, then of hi */
 static inline __m256 cp_even8(__m256 lo, __m256 hi) {
   /* lo0 lo2 hi0 hi2 | lo4 lo6 hi4 hi6, then the 64-bit halves in order */

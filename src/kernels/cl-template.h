@@ -20,8 +20,9 @@
 #define CP_MR (CP_MRV * CP_LANES)
 
 /* One (c, t) step: the tap's weight vectors times each position's input
-   at xt + at[p]. */
-static inline __attribute__((always_inline)) void cp_cl_step(const float *xt, const ptrdiff_t *at,
+   at xp[p][o] (xp[p]: the position's base pointer, o: the step's offset,
+   so each broadcast is one base + index load and no address is formed). */
+static inline __attribute__((always_inline)) void cp_cl_step(const float *const *xp, ptrdiff_t o,
                                                              const float *w,
                                                              CP_VEC acc[CP_NP][CP_MRV]) {
   CP_VEC wv[CP_MRV];
@@ -29,7 +30,7 @@ static inline __attribute__((always_inline)) void cp_cl_step(const float *xt, co
   for (int v = 0; v < CP_MRV; v++) wv[v] = CP_LOAD(w + CP_LANES * v);
 #pragma GCC unroll 16
   for (int p = 0; p < CP_NP; p++) {
-    const CP_VEC b = CP_BCAST(xt + at[p]);
+    const CP_VEC b = CP_BCAST(xp[p] + o);
 #pragma GCC unroll 4
     for (int v = 0; v < CP_MRV; v++) acc[p][v] = CP_MAC(acc[p][v], wv[v], b);
   }
@@ -39,20 +40,22 @@ void CP_FN(const float *x, size_t cs, const ptrdiff_t *pos, const ptrdiff_t *off
            size_t c_in, const float *w, float *partial, int start, float *out, size_t out_ld,
            size_t n) {
   CP_VEC acc[CP_NP][CP_MRV];
-  ptrdiff_t at[CP_NP];
+  const float *xp[CP_NP];
 #pragma GCC unroll 16
   for (int p = 0; p < CP_NP; p++) {
-    at[p] = pos[p];
+    xp[p] = x + pos[p];
 #pragma GCC unroll 4
     for (int v = 0; v < CP_MRV; v++)
       acc[p][v] = start ? CP_ZERO() : CP_LOAD(partial + p * CP_MR + CP_LANES * v);
   }
   if (taps == 1) { /* a 1x1 filter: one loop over the channels, the same sums */
-    const float *xt = x + off[0];
-    for (size_t c = 0; c < c_in; c++, w += CP_MR, xt += cs) cp_cl_step(xt, at, w, acc);
+    ptrdiff_t o = off[0];
+    for (size_t c = 0; c < c_in; c++, w += CP_MR, o += (ptrdiff_t)cs) cp_cl_step(xp, o, w, acc);
   } else {
-    for (size_t c = 0; c < c_in; c++)
-      for (size_t t = 0; t < taps; t++, w += CP_MR) cp_cl_step(x + c * cs + off[t], at, w, acc);
+    for (size_t c = 0; c < c_in; c++) {
+      const ptrdiff_t oc = (ptrdiff_t)(c * cs);
+      for (size_t t = 0; t < taps; t++, w += CP_MR) cp_cl_step(xp, oc + off[t], w, acc);
+    }
   }
   if (out == NULL) {
 #pragma GCC unroll 16

@@ -1,0 +1,103 @@
+/*
+ * The AVX2 epilogue of a channel block left channels in lanes (epilogue.h:
+ * cp_lanes_row), as the channels-in-lanes kernels hold their register tiles.
+ * Each pooled output is a vector of 8 channels per step: the window's
+ * maxima are vector maxima of whole positions, with no column gathers and
+ * no strided loads whatever the pool stride; bias and clamp follow on the
+ * vector. Eight pooled outputs at a time are transposed in registers into
+ * 8 outputs of each of 8 channels, stored as one row piece of dst each:
+ * the only change of layout, after the pooling has made it smaller (a 3x3
+ * stride-2 pool: 4x), where the kernels' scalar stores of every conv output
+ * into channel rows cost more than the whole pooling.
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../vec-avx2.h"
+#include "epilogue.h"
+
+/* r[0..7] transposed: r[j] lane i = r[i] lane j before. */
+static inline void cp_transpose8(__m256 r[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20), r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+  r[1] = _mm256_permute2f128_ps(s1, s5, 0x20), r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20), r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+  r[3] = _mm256_permute2f128_ps(s3, s7, 0x20), r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+/* The maximum of a column's window rows: rows `step` floats apart. */
+static inline __m256 cp_colmax8(const float *c, size_t rows, size_t step) {
+  __m256 m = _mm256_loadu_ps(c);
+  for (size_t a = 1; a < rows; a++) m = cp_max_nan8(m, _mm256_loadu_ps(c + a * step));
+  return m;
+}
+
+/* Pooled outputs per transposed group (the vector's lanes); the most
+   columns of a group's windows whose maxima are kept (beyond: each window
+   takes its own). */
+#define CP_GROUP 8
+#define CP_SPAN 64
+
+void cp_epilogue_lanes_row_avx2(const cp_epilogue_params *p, const cp_lanes_row *row) {
+  const size_t P = p->pool, S = p->stride, L = row->lanes, n = row->n, cols = row->cols;
+  const size_t off = row->off, step = row->ld * L, es = p->store == CP_STORE_F32 ? 4 : 2;
+  const int clamp = p->min > -INFINITY || p->max < INFINITY;
+  const __m256 lo = _mm256_set1_ps(p->min), hi = _mm256_set1_ps(p->max);
+  float bias[CP_LANES_MAX] __attribute__((aligned(32)));
+  float stage[CP_GROUP * CP_LANES_MAX] __attribute__((aligned(32)));
+  float piece[CP_GROUP] __attribute__((aligned(32)));
+  for (size_t m = 0; m < L; m++)
+    bias[m] = row->bias != NULL && m < row->channels ? row->bias[m] : 0.0f;
+  __m256 colmax[CP_SPAN];
+  for (size_t t0 = 0; t0 < n; t0 += CP_GROUP) {
+    const size_t nt = n - t0 < CP_GROUP ? n - t0 : CP_GROUP;
+    /* the group's windows cover columns [xs, xe): each column's maximum
+       once where they fit colmax (overlapping windows share columns) */
+    const size_t xs = t0 * S > off ? t0 * S - off : 0;
+    const size_t last = (t0 + nt - 1) * S + P - off, xe = last < cols ? last : cols;
+    const int kept = xe - xs <= CP_SPAN;
+    for (size_t v = 0; v < L; v += 8) {
+      const float *c = row->src + v;
+      if (kept)
+        for (size_t x = xs; x < xe; x++) colmax[x - xs] = cp_colmax8(c + x * L, row->rows, step);
+      for (size_t i = 0; i < nt; i++) {
+        /* window [t*S - off, t*S - off + P) clipped to [0, cols); never empty */
+        const size_t t = t0 + i, x0 = t * S > off ? t * S - off : 0;
+        const size_t x1 = t * S + P - off < cols ? t * S + P - off : cols;
+        __m256 w = kept ? colmax[x0 - xs] : cp_colmax8(c + x0 * L, row->rows, step);
+        for (size_t x = x0 + 1; x < x1; x++)
+          w = cp_max_nan8(w, kept ? colmax[x - xs] : cp_colmax8(c + x * L, row->rows, step));
+        if (row->bias != NULL) w = _mm256_add_ps(w, _mm256_load_ps(bias + v));
+        if (clamp) w = cp_clamp8(w, lo, hi);
+        _mm256_store_ps(stage + i * L + v, w);
+      }
+    }
+    for (size_t v = 0; v < row->channels; v += 8) {
+      __m256 r[8];
+      for (size_t i = 0; i < 8; i++) /* past nt: a copy of the last, never stored */
+        r[i] = _mm256_load_ps(stage + (i < nt ? i : nt - 1) * L + v);
+      cp_transpose8(r);
+      for (size_t j = 0; j < 8 && v + j < row->channels; j++) {
+        unsigned char *d = (unsigned char *)row->dst + ((v + j) * row->plane + t0) * es;
+        if (p->narrow != NULL) {
+          _mm256_store_ps(piece, r[j]);
+          p->narrow(piece, (uint16_t *)(void *)d, nt);
+        } else if (nt == CP_GROUP) {
+          _mm256_storeu_ps((float *)(void *)d, r[j]);
+        } else {
+          _mm256_store_ps(piece, r[j]);
+          memcpy(d, piece, nt * sizeof(float));
+        }
+      }
+    }
+  }
+}
