@@ -34,17 +34,10 @@ typedef struct cp_run {
 } cp_run;
 
 /* Channels per position where the run's channel blocks leave the tile
-   buffer channels in lanes: the algorithm can (its setup's lanes) and the
-   epilogue pools that layout for the layer's params (lanes_row); else 0,
-   channel rows. The algorithm's compute_block and the driver both ask (the
-   plan's description too, before a run). */
-static inline size_t cp_plan_lanes(const cp_plan *pl, const cp_epilogue *e) {
-  const size_t lanes = (size_t)pl->setup->lanes;
-  return e->lanes_row != NULL && lanes % 8 == 0 && lanes <= CP_LANES_MAX ? lanes : 0;
-}
-
+   buffer channels in lanes (plan.h: cp_algo_setup.lanes), else 0: channel
+   rows. The algorithm's compute_block and the driver both ask. */
 static inline size_t cp_run_lanes(const cp_run *r) {
-  return cp_plan_lanes(r->pl, r->epilogue);
+  return (size_t)r->pl->setup->lanes;
 }
 
 /* Run every item of r->pl on the pool's threads; fill the phase times of

@@ -229,6 +229,9 @@ static convpool_status cp_op_create(const convpool_layer *public_layer, const vo
     bias_finite &= isfinite(op->bias[co]) != 0;
   }
   cp_setup_epilogue(op, cpu, bias_finite);
+  /* blocks left channels in lanes only where the epilogue pools that layout */
+  if (op->epilogue.lanes_row == NULL || op->setup.lanes % 8 != 0 || op->setup.lanes > CP_LANES_MAX)
+    op->setup.lanes = 0;
   if (op->shared) { /* its threads start with the first operator on it */
     if ((st = cp_shared_pool_start()) != CONVPOOL_SUCCESS) goto error;
   } else if ((st = cp_threadpool_create(op->threads, a, &op->pool_threads)) != CONVPOOL_SUCCESS) {
@@ -509,10 +512,9 @@ convpool_status convpool_op_describe(const convpool_op *op, int64_t batch, int64
              "auto           %s hands this run to %s (too little work for its transforms)\n",
              pl.handed_over->name, pl.algo->name);
   }
-  cp_plan_describe(
-      &pl, op->layer.dtype, choice,
-      cp_plan_lanes(&pl, &op->epilogue) > 0 ? op->epilogue.lanes_name : op->epilogue.name, text,
-      capacity);
+  cp_plan_describe(&pl, op->layer.dtype, choice,
+                   pl.setup->lanes > 0 ? op->epilogue.lanes_name : op->epilogue.name, text,
+                   capacity);
   return CONVPOOL_SUCCESS;
 }
 

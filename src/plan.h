@@ -63,9 +63,12 @@ typedef struct cp_algo_setup {
   size_t packed_weight_bytes; /* bytes of the packed weights */
   int co_block;               /* output channels per channel block */
   int positions;              /* conv positions of the main kernel's register tile */
-  int lanes;  /* > 0: its blocks can leave the tile buffer channels in lanes, co_block of them
-                 (driver.h: cp_run_lanes); 0: channel rows only */
-  cp_isa isa; /* ISA of the kernels it chose */
+  /* > 0: its channel blocks leave the tile buffer channels in lanes, co_block
+     of them (the algorithm offers it at setup; the operator keeps it only
+     where the layer's epilogue pools that layout, epilogue.h: lanes_row);
+     0: channel rows */
+  int lanes;
+  cp_isa isa;          /* ISA of the kernels it chose */
   const char *kernel;  /* name of its main kernel */
   cp_algo_state state; /* the algorithm's own: its kernels, its weight layout */
 } cp_algo_setup;
@@ -101,9 +104,9 @@ typedef struct cp_plan {
   int64_t conv_cols; /* conv columns of the largest item's region */
   /* the tile buffer, as the algorithm's kernels write it: conv row y, column
      x of the item's region, channel m of the block at
-     m * buf_cols + y * buf_row_ld + x (channel rows), or, where a run leaves
-     it channels in lanes (driver.h: cp_run_lanes), at (y * nx + x) * lanes +
-     m with nx the item's conv columns */
+     m * buf_cols + y * buf_row_ld + x (channel rows), or, where the setup
+     leaves it channels in lanes (setup->lanes), at (y * nx + x) * lanes + m
+     with nx the item's conv columns */
   size_t buf_row_ld, buf_cols;
   /* items */
   int64_t row_groups, col_blocks, co_groups, co_blocks_per_group, items;

@@ -38,8 +38,9 @@ typedef struct cp_direct_state {
 CP_ALGO_STATE_FITS(cp_direct_state);
 
 /* The plan's own state: the panel of the item size, its tiles and passes.
-   The tile buffer holds, after the block's conv output (MR x buf_cols
-   floats), the tiles' partial sums and their geometry (cp_direct_tile). */
+   The tile buffer holds, after the block's conv output in channel rows (MR
+   x buf_cols floats; none where the blocks stay channels in lanes), the
+   tiles' partial sums and their geometry (cp_direct_tile). */
 typedef struct cp_direct_plan {
   cp_panel_layout panel;
   size_t cols;    /* panel columns an item packs */
@@ -184,6 +185,7 @@ static int cp_direct_geometry(cp_plan *pl) {
   if (dp->kc < 1) dp->kc = 1;
   pl->buf_row_ld = cw; /* compact rows: the kernels write only an item's columns */
   if (!cp_mul(conv_rows, cw, &pl->buf_cols) || !cp_mul(pl->buf_cols, mr, &at)) return 0;
+  if (pl->setup->lanes > 0) at = 0; /* the partial sums are the block's outputs: no rows */
   dp->partial = cp_round_up(at, line);
   if (!cp_mul(dp->tiles, np * mr, &n) || !cp_add(dp->partial, n, &at)) return 0;
   dp->geom = cp_round_up(at, line);
