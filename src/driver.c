@@ -105,11 +105,11 @@ static void cp_epilogue_item(const cp_epilogue *e, const cp_plan *pl, const cp_i
    pooled row of the item once for all the block's channels. */
 static void cp_epilogue_item_lanes(const cp_epilogue *e, const cp_plan *pl, const cp_item *it,
                                    const float *buf, size_t lanes, size_t co0, size_t channels,
-                                   void *dst) {
+                                   const unsigned char *residual, void *dst) {
   const cp_epilogue_params *p = &e->params;
   const int64_t P = pl->pool, S = pl->stride;
   const size_t pw = (size_t)pl->pw, plane = (size_t)pl->ph * pw, es = pl->elem_size;
-  const size_t nx = (size_t)it->nx;
+  const size_t nx = (size_t)it->nx, ow = (size_t)pl->ow, conv_plane = (size_t)pl->oh * ow;
   unsigned char *out0 = (unsigned char *)dst + (((size_t)it->b * (size_t)pl->c_out + co0) * plane +
                                                 (size_t)it->q0 * pw + (size_t)it->c0) *
                                                    es;
@@ -123,7 +123,9 @@ static void cp_epilogue_item_lanes(const cp_epilogue *e, const cp_plan *pl, cons
                     (size_t)it->nc,
                     p->bias != NULL ? p->bias + co0 : NULL,
                     NULL,
-                    plane};
+                    plane,
+                    NULL,
+                    conv_plane};
   for (int64_t q = 0; q < it->nq; q++) {
     int64_t top = (it->q0 + q) * S - pl->pool_pad[CP_TOP], bottom = top + P;
     if (top < 0) top = 0;
@@ -131,6 +133,10 @@ static void cp_epilogue_item_lanes(const cp_epilogue *e, const cp_plan *pl, cons
     r.src = buf + (size_t)(top - it->y0) * nx * lanes;
     r.rows = (size_t)(bottom - top);
     r.dst = out0 + (size_t)q * pw * es;
+    if (residual != NULL) /* pool 1 (epilogue.h): the conv outputs of the row */
+      r.res = residual + (((size_t)it->b * (size_t)pl->c_out + co0) * conv_plane +
+                          (size_t)top * ow + (size_t)it->x0) *
+                             es;
     e->lanes_row(p, &r);
   }
 }
@@ -170,7 +176,7 @@ static void cp_run_item(void *context, int64_t index, int thread) {
         if (lanes > 0)
           cp_epilogue_item_lanes(r->epilogue, pl, &one,
                                  block + (size_t)j * pl->buf_image_cols * lanes, lanes, co0,
-                                 channels, r->dst);
+                                 channels, r->residual, r->dst);
         else
           cp_epilogue_item(r->epilogue, pl, &one, block + (size_t)j * pl->buf_image_cols, row, co0,
                            channels, r->residual, r->dst);

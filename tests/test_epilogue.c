@@ -5,7 +5,8 @@
  * every store kind, bias or none, every activation clamp, rows of random
  * values with NaN, +-Inf, +-0 and values on the clamp bounds, every length
  * up to three vectors and a tail; the lanes row (a block's channels in
- * the lanes of each position) against the portable row of each channel. A
+ * the lanes of each position; a residual with pool 1) against the portable
+ * row of each channel. A
  * vector row that differs from the
  * portable one would make a result depend on which items (so which thread
  * count) clip a window.
@@ -166,6 +167,8 @@ static void check_clipped_row(const cp_epilogue *vec, convpool_dtype dtype, tu_r
 static void check_lanes_row(const cp_epilogue *vec, convpool_dtype dtype, int full, tu_rng *rng) {
   enum { MAX_L = 32, MAX_COLS = 200, MAX_ROWS = 12, PLANE = 48 };
   static float lanes_src[MAX_ROWS * MAX_COLS * MAX_L], row_src[MAX_ROWS * MAX_COLS], bias[MAX_L];
+  static float res_f[MAX_L * MAX_COLS];
+  static uint32_t res[MAX_L * MAX_COLS]; /* channel m's row at m * MAX_COLS, dtype of dst */
   float tmp[3 * MAX_COLS];
   unsigned char want[MAX_L * PLANE * 4], got[MAX_L * PLANE * 4];
   const size_t pool = vec->params.pool, stride = vec->params.stride,
@@ -187,6 +190,11 @@ static void check_lanes_row(const cp_epilogue *vec, convpool_dtype dtype, int fu
   const size_t ld = cols + 3; /* positions between rows */
   for (size_t i = 0; i < rows * ld * L; i++)
     lanes_src[i] = special(rng, vec->params.min, vec->params.max);
+  if (vec->params.residual) { /* pool 1 of stride 1: a row of each channel */
+    for (size_t i = 0; i < MAX_L * MAX_COLS; i++)
+      res_f[i] = special(rng, vec->params.min, vec->params.max);
+    residual_values(dtype, res_f, res, MAX_L * MAX_COLS);
+  }
   const int with_bias = tu_uniform(rng) < 0.5;
   for (size_t m = 0; m < L; m++) bias[m] = (float)(4.0 * tu_uniform(rng) - 2.0);
   memset(want, 0xa5, sizeof want);
@@ -200,7 +208,9 @@ static void check_lanes_row(const cp_epilogue *vec, convpool_dtype dtype, int fu
                      .off = off,
                      .n = n,
                      .tmp = tmp,
-                     .res = NULL,
+                     .res = vec->params.residual
+                                ? (const void *)((const unsigned char *)res + m * MAX_COLS * es)
+                                : NULL,
                      .res_ld = ld};
     cp_epilogue_row_portable(&vec->params, &a, with_bias ? &bias[m] : NULL, want + m * PLANE * es);
   }
@@ -214,17 +224,19 @@ static void check_lanes_row(const cp_epilogue *vec, convpool_dtype dtype, int fu
                           .n = n,
                           .bias = with_bias ? bias : NULL,
                           .dst = got,
-                          .plane = PLANE};
+                          .plane = PLANE,
+                          .res = vec->params.residual ? (const void *)res : NULL,
+                          .res_plane = MAX_COLS};
   vec->lanes_row(&vec->params, &r);
   rows_checked++;
   if (memcmp(want, got, sizeof want) != 0) {
     failures++;
     fprintf(stderr,
             "FAIL: %s %s pool %zu stride %zu lanes %zu channels %zu rows %zu off %zu n %zu "
-            "cols %zu store %d clamp [%g, %g] bias %s differs\n",
+            "cols %zu store %d residual %d clamp [%g, %g] bias %s differs\n",
             vec->lanes_name, full ? "full lanes row" : "clipped lanes row", pool, stride, L,
-            channels, rows, off, n, cols, (int)vec->params.store, (double)vec->params.min,
-            (double)vec->params.max, with_bias ? "yes" : "no");
+            channels, rows, off, n, cols, (int)vec->params.store, vec->params.residual,
+            (double)vec->params.min, (double)vec->params.max, with_bias ? "yes" : "no");
   }
 }
 
@@ -278,8 +290,8 @@ int main(void) {
                 continue;
               }
               for (int trial = 0; trial < 200; trial++) check_clipped_row(&e, dtypes[d], &rng);
-              /* the lanes row: every setup without a residual, none with one */
-              if ((e.lanes_row != NULL) == residual) {
+              /* the lanes row: every setup without a residual, pool 1 of stride 1 with one */
+              if ((e.lanes_row != NULL) != (!residual || (pool == 1 && stride == 1))) {
                 failures++;
                 fprintf(stderr, "FAIL: lanes row %s with residual %d\n",
                         e.lanes_row != NULL ? "offered" : "missing", residual);

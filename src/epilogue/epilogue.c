@@ -111,7 +111,7 @@ void cp_epilogue_select(cp_epilogue *e, cp_isa isa) {
     e->name = "any-avx2";
   }
   e->lanes_row = NULL, e->lanes_name = NULL;
-  if (!p->bias_first && !p->residual && isa >= CP_ISA_AVX2) {
+  if (!p->bias_first && (!p->residual || (p->pool == 1 && p->stride == 1)) && isa >= CP_ISA_AVX2) {
     e->lanes_row = cp_epilogue_lanes_row_avx2;
     e->lanes_name = "lanes-avx2";
   }

@@ -66,8 +66,10 @@ typedef struct cp_pool_row {
  * (or NULL) is the block's first channel's. Windows are clipped as in
  * cp_pool_row (off, cols), so one function takes full and clipped rows; the
  * maxima are taken in the portable row's order (rows of a column, then the
- * window's columns), so the bits are the row functions'. No residual and
- * no bias_first (cp_epilogue.lanes_row is NULL for those).
+ * window's columns), so the bits are the row functions'. A residual only
+ * with pool 1 of stride 1 (added to each conv output before the bias, as
+ * the rows add it), no bias_first (cp_epilogue.lanes_row is NULL for the
+ * others).
  */
 #define CP_LANES_MAX 64
 typedef struct cp_lanes_row {
@@ -76,8 +78,10 @@ typedef struct cp_lanes_row {
   size_t lanes, channels;
   size_t rows, cols, off, n; /* as in cp_pool_row */
   const float *bias;
-  void *dst;    /* channel 0's first output, in the dtype of dst */
-  size_t plane; /* elements between channels of dst */
+  void *dst;        /* channel 0's first output, in the dtype of dst */
+  size_t plane;     /* elements between channels of dst */
+  const void *res;  /* channel 0's residual at column 0, in the dtype of dst, or NULL */
+  size_t res_plane; /* elements between channels of the residual */
 } cp_lanes_row;
 typedef void (*cp_epilogue_lanes_fn)(const cp_epilogue_params *p, const cp_lanes_row *row);
 void cp_epilogue_lanes_row_avx2(const cp_epilogue_params *p, const cp_lanes_row *row);

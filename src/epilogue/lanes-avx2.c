@@ -3,9 +3,10 @@
  * cp_lanes_row), as the channels-in-lanes kernels hold their register tiles.
  * Each pooled output is a vector of 8 channels per step: the window's
  * maxima are vector maxima of whole positions, with no column gathers and
- * no strided loads whatever the pool stride; bias and clamp follow on the
- * vector. Eight pooled outputs at a time are transposed in registers into
- * 8 outputs of each of 8 channels, stored as one row piece of dst each:
+ * no strided loads whatever the pool stride. Eight pooled outputs at a time
+ * are transposed in registers into 8 outputs of each of 8 channels, which
+ * take the residual (pool 1: a row piece of the channel, as dst's), the
+ * bias and the clamp and are stored as one row piece of dst each:
  * the only change of layout, after the pooling has made it smaller (a 3x3
  * stride-2 pool: 4x), where the kernels' scalar stores of every conv output
  * into channel rows cost more than the whole pooling.
@@ -54,7 +55,7 @@ void cp_epilogue_lanes_row_avx2(const cp_epilogue_params *p, const cp_lanes_row 
   const __m256 lo = _mm256_set1_ps(p->min), hi = _mm256_set1_ps(p->max);
   float bias[CP_LANES_MAX] __attribute__((aligned(32)));
   float stage[CP_GROUP * CP_LANES_MAX] __attribute__((aligned(32)));
-  float piece[CP_GROUP] __attribute__((aligned(32)));
+  float piece[CP_GROUP] __attribute__((aligned(32))) = {0};
   for (size_t m = 0; m < L; m++)
     bias[m] = row->bias != NULL && m < row->channels ? row->bias[m] : 0.0f;
   __m256 colmax[CP_SPAN];
@@ -76,8 +77,6 @@ void cp_epilogue_lanes_row_avx2(const cp_epilogue_params *p, const cp_lanes_row 
         __m256 w = kept ? colmax[x0 - xs] : cp_colmax8(c + x0 * L, row->rows, step);
         for (size_t x = x0 + 1; x < x1; x++)
           w = cp_max_nan8(w, kept ? colmax[x - xs] : cp_colmax8(c + x * L, row->rows, step));
-        if (row->bias != NULL) w = _mm256_add_ps(w, _mm256_load_ps(bias + v));
-        if (clamp) w = cp_clamp8(w, lo, hi);
         _mm256_store_ps(stage + i * L + v, w);
       }
     }
@@ -87,7 +86,20 @@ void cp_epilogue_lanes_row_avx2(const cp_epilogue_params *p, const cp_lanes_row 
         r[i] = _mm256_load_ps(stage + (i < nt ? i : nt - 1) * L + v);
       cp_transpose8(r);
       for (size_t j = 0; j < 8 && v + j < row->channels; j++) {
-        unsigned char *d = (unsigned char *)row->dst + ((v + j) * row->plane + t0) * es;
+        const size_t m = v + j;
+        if (row->res != NULL) { /* pool 1 of stride 1: output t is conv column t */
+          const unsigned char *at =
+              (const unsigned char *)row->res + (m * row->res_plane + t0) * es;
+          if (p->res_widen != NULL) {
+            p->res_widen((const uint16_t *)(const void *)at, piece, nt);
+          } else {
+            memcpy(piece, at, nt * sizeof(float));
+          }
+          r[j] = _mm256_add_ps(r[j], _mm256_load_ps(piece));
+        }
+        if (row->bias != NULL) r[j] = _mm256_add_ps(r[j], _mm256_set1_ps(bias[m]));
+        if (clamp) r[j] = cp_clamp8(r[j], lo, hi);
+        unsigned char *d = (unsigned char *)row->dst + (m * row->plane + t0) * es;
         if (p->narrow != NULL) {
           _mm256_store_ps(piece, r[j]);
           p->narrow(piece, (uint16_t *)(void *)d, nt);
