@@ -87,10 +87,12 @@ static int cp_weights_dominate(const cp_plan *pl) {
  * rows per item while the algorithm finds the smaller items worth it (the
  * plan then makes channel groups).
  */
-static convpool_status cp_choose_items(cp_plan *pl, int64_t forced) {
+static convpool_status cp_choose_items(cp_plan *pl, int64_t forced, int64_t *searched,
+                                       int64_t *unit_rows) {
   int64_t conv_rows_unit, conv_cols_unit;
   pl->algo->item_units(pl, &conv_rows_unit, &conv_cols_unit);
   const int64_t unit = cp_pooled_unit(conv_rows_unit, pl->stride);
+  *unit_rows = unit, *searched = 0;
   const int64_t col_step = cp_pooled_unit(conv_cols_unit, pl->stride);
   if (forced > pl->ph)
     return cp_fail(CONVPOOL_INVALID_ARGUMENT, "rows_per_item = %lld exceeds the %lld pooled rows",
@@ -145,6 +147,7 @@ static convpool_status cp_choose_items(cp_plan *pl, int64_t forced) {
   if (!cp_item_size(pl, best_g, best_n))
     return cp_fail(CONVPOOL_INVALID_ARGUMENT, "input panel of %lld channels is too large",
                    (long long)pl->c_in);
+  *searched = best_g;
   /* Items for the threads. Each item of a row group streams the packed
      weights of its channel blocks, and each channel group packs the item's
      input again: where the weights outweigh an image's input (deep layers,
@@ -184,11 +187,8 @@ static convpool_status cp_choose_items(cp_plan *pl, int64_t forced) {
   return CONVPOOL_SUCCESS;
 }
 
-/* The item size, then channel groups until there are enough items for the
-   threads. */
-static convpool_status cp_choose_blocks(cp_plan *pl, int64_t forced) {
-  const convpool_status st = cp_choose_items(pl, forced);
-  if (st != CONVPOOL_SUCCESS) return st;
+/* Channel groups until there are enough items for the threads. */
+static void cp_choose_groups(cp_plan *pl) {
   const int64_t target = (int64_t)pl->cfg->items_per_thread * (int64_t)pl->threads;
   int64_t panels = cp_batch_groups(pl) * pl->row_groups * pl->col_blocks;
   int64_t groups = panels >= target ? 1 : (target + panels - 1) / panels;
@@ -196,6 +196,65 @@ static convpool_status cp_choose_blocks(cp_plan *pl, int64_t forced) {
   pl->co_blocks_per_group = (pl->co_blocks + groups - 1) / groups;
   pl->co_groups = (pl->co_blocks + pl->co_blocks_per_group - 1) / pl->co_blocks_per_group;
   pl->items = panels * pl->co_groups;
+}
+
+/* The work items of the algorithm's phase before the items, were it to
+   schedule the plan (0: none). */
+static int64_t cp_phase_items(const cp_plan *pl) {
+  if (pl->algo->schedule == NULL) return 0;
+  cp_plan scheduled = *pl;
+  return pl->algo->schedule(&scheduled) ? scheduled.prepare_items : 0;
+}
+
+/* The modelled time of the plan's items: the cost per pooled output times a
+   full item's outputs and share of the channel blocks times the items each
+   thread runs, the last round counted whole (items are claimed one at a
+   time). */
+static double cp_items_time(const cp_plan *pl) {
+  const int64_t rounds = (pl->items + pl->threads - 1) / pl->threads;
+  const int64_t rows = pl->group < pl->ph ? pl->group : pl->ph;
+  return pl->algo->cost(pl) * (double)rows * (double)pl->col_block *
+         (double)pl->co_blocks_per_group / (double)pl->co_blocks * (double)rounds;
+}
+
+/*
+ * The split makes row groups until they alone give the threads their items;
+ * fewer, larger ones with channel groups may waste fewer kernel lanes and
+ * balance the threads better (128 -> 512 1x1 at 28x28: 10 items of 3 rows,
+ * 84 positions in 96 lanes, 5 rounds of 86 blocks, against 14 items of 4
+ * rows and 43 blocks, 112 positions in 112 lanes, 7 rounds: 934 -> 833 us).
+ * Keep the item size, between the split's and the search's, whose items the
+ * model says the threads finish soonest, where neither has a phase before
+ * the items: a phase adds a barrier and packs the input once per region for
+ * the channel groups, which the model does not weigh (a 1x1 stride-2 layer
+ * ran 15% slower with one, Winograd's 64 -> 64 at 56x56 6% slower with
+ * items of twice the rows).
+ */
+static void cp_balance_items(cp_plan *pl, int64_t searched, int64_t unit) {
+  if (cp_phase_items(pl) > 0) return;
+  cp_plan best = *pl;
+  double best_time = cp_items_time(pl);
+  for (int64_t g = pl->group + unit; g < searched + unit; g += unit) {
+    cp_plan trial = *pl;
+    const int64_t rows = g < searched ? g : searched;
+    if (!cp_item_size(&trial, rows, pl->col_block) || !cp_fits(&trial)) continue;
+    trial.row_groups = (pl->ph + rows - 1) / rows;
+    cp_choose_groups(&trial);
+    if (cp_phase_items(&trial) > 0) continue;
+    const double t = cp_items_time(&trial);
+    if (t < best_time * (1.0 - CP_PLAN_COST_MARGIN)) best = trial, best_time = t;
+  }
+  *pl = best;
+}
+
+/* The item size, then channel groups until there are enough items for the
+   threads. */
+static convpool_status cp_choose_blocks(cp_plan *pl, int64_t forced) {
+  int64_t searched, unit;
+  const convpool_status st = cp_choose_items(pl, forced, &searched, &unit);
+  if (st != CONVPOOL_SUCCESS) return st;
+  cp_choose_groups(pl);
+  if (forced == 0 && pl->images == 1 && pl->group < searched) cp_balance_items(pl, searched, unit);
   return CONVPOOL_SUCCESS;
 }
 
