@@ -42,13 +42,14 @@ CP_ALGO_STATE_FITS(cp_direct_state);
    x buf_cols floats; none where the blocks stay channels in lanes), the
    tiles' partial sums and their geometry (cp_direct_tile). */
 typedef struct cp_direct_plan {
-  cp_panel_layout panel;
-  size_t cols;    /* panel columns an item packs */
-  size_t tiles;   /* register tiles of an item, at most */
-  size_t kc;      /* input channels per pass (the pass's weights fill half of L1) */
-  size_t partial; /* float index of the partial sums in the tile buffer */
-  size_t geom;    /* float index of the item's tiles (cp_direct_tile) */
-  size_t offsets; /* float index of the taps' offsets (ptrdiff_t) */
+  cp_panel_layout panel; /* the packed panel's, or the image's where read in place */
+  int in_place;          /* the items read the fp32 source itself (no conv padding) */
+  size_t cols;           /* panel columns an item packs */
+  size_t tiles;          /* register tiles of an item, at most */
+  size_t kc;             /* input channels per pass (the pass's weights fill half of L1) */
+  size_t partial;        /* float index of the partial sums in the tile buffer */
+  size_t geom;           /* float index of the item's tiles (cp_direct_tile) */
+  size_t offsets;        /* float index of the taps' offsets (ptrdiff_t) */
 } cp_direct_plan;
 CP_ALGO_STATE_FITS(cp_direct_plan);
 
@@ -170,14 +171,26 @@ static int cp_direct_geometry(cp_plan *pl) {
       !cp_mul(cw - 1, s, &dp->cols) || !cp_add(dp->cols, extent, &dp->cols) ||
       !cp_mul(rows, dp->cols, &cs))
     return 0;
-  dp->panel.ld = dp->cols;
-  /* an odd number of cache lines between channels (shift-reduce's panel) */
-  cs = cp_round_up(cs, line);
-  if ((cs / line) % 2 == 0) cs += line;
-  dp->panel.cs = cs;
-  if (!cp_mul((size_t)pl->c_in, cs, &dp->panel.floats) ||
-      !cp_mul(dp->panel.floats, es, &pl->panel_bytes))
-    return 0;
+  /* Without conv padding an fp32 image is its own panel: rows width apart,
+     channels a plane apart, every address a position or tap reads inside
+     it. Otherwise the panel, an odd number of cache lines between channels
+     (shift-reduce's). */
+  dp->in_place = pl->dtype == CONVPOOL_FLOAT32 && pl->pad[CP_TOP] == 0 && pl->pad[CP_LEFT] == 0 &&
+                 pl->pad[CP_BOTTOM] == 0 && pl->pad[CP_RIGHT] == 0;
+  if (dp->in_place) {
+    dp->panel.ld = (size_t)pl->width;
+    dp->panel.cs = (size_t)pl->height * (size_t)pl->width;
+    dp->panel.floats = 0;
+    pl->panel_bytes = 0;
+  } else {
+    dp->panel.ld = dp->cols;
+    cs = cp_round_up(cs, line);
+    if ((cs / line) % 2 == 0) cs += line;
+    dp->panel.cs = cs;
+    if (!cp_mul((size_t)pl->c_in, cs, &dp->panel.floats) ||
+        !cp_mul(dp->panel.floats, es, &pl->panel_bytes))
+      return 0;
+  }
   /* at most a tile per NP columns of each row (fewer when flat) */
   if (!cp_mul(conv_rows, (cw + np - 1) / np, &dp->tiles)) return 0;
   const size_t l1 = pl->l1_bytes > 16384 ? pl->l1_bytes : 16384;
@@ -217,6 +230,7 @@ static double cp_direct_cost(const cp_plan *pl) {
 /* Where channel groups split an image region, its panel is packed once,
    before the items, and read by the items of every channel group. */
 static int cp_direct_schedule(cp_plan *pl) {
+  if (CP_ALGO_STATE(const cp_direct_plan, pl->state)->in_place) return 1; /* nothing to pack */
   return cp_plan_share_regions(pl);
 }
 
@@ -252,6 +266,12 @@ static void cp_direct_prepare(const cp_run *r, int64_t index) {
 
 static const float *cp_direct_pack_item(const cp_run *r, cp_item *it, float *panel) {
   const cp_plan *pl = r->pl;
+  if (CP_ALGO_STATE(const cp_direct_plan, pl->state)->in_place)
+    return (const float *)(const void *)r->src +
+           (((size_t)it->b * (size_t)pl->c_in * (size_t)pl->height +
+             (size_t)(it->y0 * pl->conv_stride)) *
+                (size_t)pl->width +
+            (size_t)(it->x0 * pl->conv_stride));
   if (pl->prepare_items > 0) return cp_direct_region(r, cp_item_region(pl, it));
   cp_direct_pack(r, it, panel);
   return panel;
@@ -340,12 +360,12 @@ static void cp_direct_describe(const cp_plan *pl, char *text, size_t capacity) {
            "register tile  %d output channels (in the lanes) x %d positions of a conv row (input "
            "broadcast); %lld channel blocks\n"
            "panel          %lld pooled rows x %lld pooled columns: conv %lld rows (%lld input "
-           "rows) x %lld columns x %lld channels, fp32, %zu panel columns; stride and dilation "
-           "read in place\n",
+           "rows) x %lld columns x %lld channels, fp32, %s; stride and dilation read in place\n",
            uk->mr, uk->np, (long long)pl->co_blocks, (long long)pl->group, (long long)pl->col_block,
            (long long)pl->conv_rows,
            (long long)((pl->conv_rows - 1) * pl->conv_stride + pl->extent),
-           (long long)pl->conv_cols, (long long)pl->c_in, dp->cols);
+           (long long)pl->conv_cols, (long long)pl->c_in,
+           dp->in_place ? "the source itself (no conv padding): nothing packed" : "packed");
 }
 
 const cp_algorithm cp_algorithm_direct = {
