@@ -66,7 +66,7 @@ void cp_epilogue_lanes_row_avx2(const cp_epilogue_params *p, const cp_lanes_row 
     const size_t xs = t0 * S > off ? t0 * S - off : 0;
     const size_t last = (t0 + nt - 1) * S + P - off, xe = last < cols ? last : cols;
     const int kept = xe - xs <= CP_SPAN;
-    for (size_t v = 0; v < L; v += 8) {
+    for (size_t v = 0; v < row->channels && P > 1; v += 8) { /* pool 1: the conv outputs */
       const float *c = row->src + v;
       if (kept)
         for (size_t x = xs; x < xe; x++) colmax[x - xs] = cp_colmax8(c + x * L, row->rows, step);
@@ -82,8 +82,11 @@ void cp_epilogue_lanes_row_avx2(const cp_epilogue_params *p, const cp_lanes_row 
     }
     for (size_t v = 0; v < row->channels; v += 8) {
       __m256 r[8];
-      for (size_t i = 0; i < 8; i++) /* past nt: a copy of the last, never stored */
-        r[i] = _mm256_load_ps(stage + (i < nt ? i : nt - 1) * L + v);
+      for (size_t i = 0; i < 8; i++) { /* past nt: a copy of the last, never stored */
+        const size_t at = i < nt ? i : nt - 1;
+        r[i] = P > 1 ? _mm256_load_ps(stage + at * L + v)
+                     : _mm256_loadu_ps(row->src + (t0 + at) * S * L + v);
+      }
       cp_transpose8(r);
       for (size_t j = 0; j < 8 && v + j < row->channels; j++) {
         const size_t m = v + j;
@@ -92,6 +95,8 @@ void cp_epilogue_lanes_row_avx2(const cp_epilogue_params *p, const cp_lanes_row 
               (const unsigned char *)row->res + (m * row->res_plane + t0) * es;
           if (p->res_widen != NULL) {
             p->res_widen((const uint16_t *)(const void *)at, piece, nt);
+          } else if (nt == CP_GROUP) {
+            memcpy(piece, at, sizeof piece);
           } else {
             memcpy(piece, at, nt * sizeof(float));
           }
