@@ -36,9 +36,10 @@ import torch.fx
 import torch.nn.functional as F
 from torch import nn
 
+from . import InvalidArgumentError, UnsupportedError
 from . import torch as _layers                # the binding's capabilities are asked there
 from .torch import (ConvPool2d, UnsupportedLayer, activation_of, batchnorm_refusal, hooks_of,
-                    pool_parameters, conv_parameters, RESIDUAL_REFUSAL)
+                    pool_parameters, conv_parameters, RESIDUAL_REFUSAL, _DTYPE_NAMES)
 
 __all__ = ["fuse", "FuseReport", "FusedLayer", "LeftModule"]
 
@@ -46,10 +47,12 @@ __all__ = ["fuse", "FuseReport", "FusedLayer", "LeftModule"]
 # --------------------------------------------------------------------------
 # The report
 # --------------------------------------------------------------------------
-#: A fused layer: the Conv2d's path, what it replaced, and the times of the
-#: layer on the example (milliseconds; None without an example).
-FusedLayer = collections.namedtuple("FusedLayer", "path source torch_ms convpool_ms",
-                                    defaults=(None, None))
+#: A fused layer: the Conv2d's path, what it replaced, the times of the
+#: layer on the example (milliseconds; None without an example) and the
+#: algorithm the example chose when it is not the library's auto choice
+#: (e.g. "direct"; None: auto's).
+FusedLayer = collections.namedtuple("FusedLayer", "path source torch_ms convpool_ms impl",
+                                    defaults=(None, None, None))
 
 #: A module (or a node of the graph) left to torch: its path, its kind, why.
 LeftModule = collections.namedtuple("LeftModule", "path kind reason")
@@ -59,9 +62,10 @@ LeftModule = collections.namedtuple("LeftModule", "path kind reason")
 class FuseReport:
     """What fuse() did.
 
-    fused: FusedLayer(path, source, torch_ms, convpool_ms) per ConvPool2d, the
-        path being the Conv2d's, e.g. ("features.0", "Conv2d(3->64, k3,
-        pad 1) + ReLU", 15.1, 13.4).
+    fused: FusedLayer(path, source, torch_ms, convpool_ms, impl) per
+        ConvPool2d, the path being the Conv2d's, e.g. ("features.0",
+        "Conv2d(3->64, k3, pad 1) + ReLU", 15.1, 13.4, None); impl names the
+        algorithm the example chose over auto's (None: auto's).
     left: LeftModule(path, kind, reason) per Conv2d left to torch, and per
         module after a chain that it could not absorb (a pool after a conv
         left to torch, an activation with hooks, a residual add).
@@ -92,6 +96,8 @@ class FuseReport:
             if entry.torch_ms is not None:
                 line += (f"  [torch {entry.torch_ms:.3f} ms, convpool {entry.convpool_ms:.3f} "
                          f"ms: {entry.torch_ms / entry.convpool_ms:.2f}x]")
+            if entry.impl is not None:
+                line += f" ({entry.impl}: faster than auto's choice on the example)"
             lines.append(line)
         lines += [f"  left  {path} ({kind}): {reason}" for path, kind, reason in self.left]
         return "\n".join(lines)
@@ -324,6 +330,7 @@ class _Match:
     fused: ConvPool2d = None
     torch_ms: float = None
     convpool_ms: float = None
+    impl: str = None                         # the algorithm the example chose over auto's
 
 
 def _sole_user(node):
@@ -500,10 +507,58 @@ def _best_times(first, second, trials):
     return best
 
 
-def _time_matches(gm, matches, example, trials, left):
+# An algorithm tried against auto's choice on the example, and by how much
+# it must be faster to be kept (the VM's best-of times move by a few percent).
+# Auto chooses at create from the layer alone; the channels-in-lanes direct
+# algorithm wastes fewer lanes where the image is small (a 7x7 conv output:
+# 9 tiles of 6 positions against 4 of 16), which only the example shows:
+# ResNet's 512 -> 512 3x3 at 7x7 ran 10-14% faster with it (Zen 3).
+_TRIED_IMPL = "direct"
+_TRIED_MARGIN = 0.05
+
+
+def _auto_algorithm(module, x):
+    """The algorithm's short name auto runs the module's layer with on x's shape.
+
+    None where the library refuses the shape or the dtype (the module's
+    calls fall back to torch then).
+    """
+    try:
+        op = module.operator(_DTYPE_NAMES.get(x.dtype, "float32"))
+        text = op.describe(tuple(x.shape))
+    except (UnsupportedError, InvalidArgumentError):
+        return None
+    for line in text.splitlines():
+        if line.startswith("algorithm"):
+            return line.split("(")[1].split(")")[0] if "(" in line else None
+    return None
+
+
+def _try_impl(m, args, trials, kwargs):
+    """Time _TRIED_IMPL against auto's module on the example; keep it if faster.
+
+    Returns the best time of the module kept, in seconds.
+    """
+    if _auto_algorithm(m.fused, args[0]) in (None, _TRIED_IMPL):
+        return None
+    try:
+        other = ConvPool2d(m.conv, m.activation, m.pool, batchnorm=m.batchnorm,
+                           residual=m.residual is not None, **{**kwargs, "impl": _TRIED_IMPL})
+    except UnsupportedLayer:
+        return None
+    t_auto, t_other = _best_times(lambda: m.fused(*args), lambda: other(*args), trials)
+    if other.fallback_calls or t_other >= t_auto * (1.0 - _TRIED_MARGIN):
+        return t_auto
+    m.fused, m.impl = other, _TRIED_IMPL
+    return t_other
+
+
+def _time_matches(gm, matches, example, trials, left, kwargs):
     """Time each fused chain against torch's on the example; keep torch where it is faster.
 
-    Returns the matches that stay fused.
+    With impl "auto", a layer whose auto choice is not _TRIED_IMPL is first
+    timed with it too, and keeps the faster one. Returns the matches that
+    stay fused.
     """
     wanted = {m.conv_node.args[0] for m in matches} | {m.residual for m in matches
                                                          if m.residual is not None}
@@ -519,6 +574,8 @@ def _time_matches(gm, matches, example, trials, left):
             continue
         with torch.no_grad():
             args = (x,) if residual is None else (x, residual)
+            if kwargs.get("impl", "auto") == "auto" and not m.fused.fallback_calls:
+                _try_impl(m, args, trials, kwargs)
             t_torch, t_fused = _best_times(lambda: _run_chain(gm, m, x, residual),
                                            lambda: m.fused(*args), trials)
         m.torch_ms, m.convpool_ms = t_torch * 1e3, t_fused * 1e3
@@ -684,8 +741,14 @@ def fuse(model: nn.Module, example_input: Any = None, *, inplace: bool = False,
     example_input  None, or an input of the model (a tensor, or a tuple of the
                    forward's arguments): each fused layer is timed against torch
                    on it once (alternating, best of `trials`, after a warm-up),
-                   and torch keeps the layers where it is faster. Without one,
-                   every chain the binding and the library accept is fused.
+                   and torch keeps the layers where it is faster; with impl
+                   "auto", a layer is first timed with the channels-in-lanes
+                   direct algorithm too, where auto would choose another for
+                   the example's shape, and keeps direct where it is 5%
+                   faster (FusedLayer.impl; small images: a 7x7 conv output
+                   fills its register tiles better). The choice holds for
+                   every later input. Without an example, every chain the
+                   binding and the library accept is fused, with auto.
     inplace        False (default): work on a deep copy, sharing nothing with
                    the model. True: no copy; the result shares the model's
                    modules and tensors (fx builds a new module and the model
@@ -742,9 +805,9 @@ def fuse(model: nn.Module, example_input: Any = None, *, inplace: bool = False,
             built.append(m)
         if example_input is not None:
             result.timed = True
-            built = _time_matches(gm, built, example_input, trials, result.left)
+            built = _time_matches(gm, built, example_input, trials, result.left, kwargs)
         _rewrite(gm, built)
-        result.fused = [FusedLayer(m.path, m.fused.source, m.torch_ms, m.convpool_ms)
+        result.fused = [FusedLayer(m.path, m.fused.source, m.torch_ms, m.convpool_ms, m.impl)
                         for m in built]
         leaf_paths = [name for name, m in model.named_modules()
                       if name and hooks_of(m) and not isinstance(m, nn.Conv2d)]

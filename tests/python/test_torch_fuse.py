@@ -13,7 +13,8 @@
 - threads: the process-wide pool follows torch.get_num_threads(), a given
   threads= wins, the same bytes for every count;
 - timing on an example: times in the report, torch kept where it is faster
-  or where the library refuses the example's shape;
+  or where the library refuses the example's shape; the direct algorithm
+  tried against auto's choice and kept where it is faster;
 - tensor conventions: channels_last in and out, strided inputs, float16 and
   bfloat16 models, inputs that require grad refused;
 - CONVPOOL_VERBOSE=1 from Python: the library's create, run and failed-create lines
@@ -599,7 +600,7 @@ class TestTiming(unittest.TestCase):
 
     def test_torch_kept_where_faster(self):
         calls = []
-        real = _fuse._best_times
+        real, real_try = _fuse._best_times, _fuse._try_impl
 
         def rigged(first, second, trials):
             first(), second()
@@ -607,10 +608,11 @@ class TestTiming(unittest.TestCase):
             # the second layer timed: torch 1 ms, convpool 3 ms; the others the other way
             return (0.001, 0.003) if len(calls) == 2 else (0.004, 0.002)
         _fuse._best_times = rigged
+        _fuse._try_impl = lambda m, args, trials, kwargs: None  # tried below, on its own
         try:
             fused, report = cpt.fuse(self.model, (self.x,), report=True, trials=4)
         finally:
-            _fuse._best_times = real
+            _fuse._best_times, _fuse._try_impl = real, real_try
         self.assertEqual(calls, [4, 4, 4])
         self.assertEqual(paths(report), ["0", "5"])
         self.assertEqual([(f.torch_ms, f.convpool_ms) for f in report.fused],
@@ -621,6 +623,56 @@ class TestTiming(unittest.TestCase):
         self.assertIsInstance(fused.get_submodule("3"), nn.Conv2d)
         self.assertIsInstance(fused.get_submodule("4"), nn.ReLU)
         self.assertLessEqual(relative_error(run(fused, self.x), run(self.model, self.x)), 1e-5)
+
+    def rigged_fuse(self, trial_times, **kwargs):
+        """fuse() on the example with every trial of direct against auto's choice
+        timed trial_times (auto, direct) and every layer against torch (4 ms,
+        2 ms); returns the fused model, its report and the pairs timed."""
+        timed = []
+        real = _fuse._best_times
+
+        def rigged(first, second, trials):
+            first(), second()
+            # a trial of direct comes before its layer's time against torch
+            trial = len(timed) % 2 == 0 and kwargs.get("impl", "auto") == "auto"
+            timed.append("trial" if trial else "torch")
+            return trial_times if trial else (0.004, 0.002)
+        _fuse._best_times = rigged
+        try:
+            fused, report = cpt.fuse(self.model, self.x, report=True, trials=1, **kwargs)
+        finally:
+            _fuse._best_times = real
+        return fused, report, timed
+
+    def test_direct_kept_where_faster_on_the_example(self):
+        # Auto chooses Winograd or shift-reduce for these stride-1 layers; the
+        # example times direct against it and keeps direct where it is faster.
+        for path in ("0", "3", "5"):
+            self.assertNotEqual(_fuse._auto_algorithm(cpt.fuse(self.model).get_submodule(path),
+                                                      self.x if path == "0" else
+                                                      torch.rand(1, 8, 12, 12)), "direct")
+        fused, report, timed = self.rigged_fuse((0.003, 0.001))
+        self.assertEqual(timed, ["trial", "torch"] * 3)
+        self.assertEqual([f.impl for f in report.fused], ["direct"] * 3)
+        self.assertEqual([f.convpool_ms for f in report.fused], [2.0] * 3)
+        for path in ("0", "3", "5"):
+            self.assertEqual(fused.get_submodule(path).impl, "direct")
+        self.assertIn("(direct: faster than auto's choice on the example)", str(report))
+        self.assertLessEqual(relative_error(run(fused, self.x), run(self.model, self.x)), 1e-5)
+
+    def test_auto_kept_unless_direct_is_clearly_faster(self):
+        # 4% faster is within the margin: auto's choice stays
+        fused, report, timed = self.rigged_fuse((0.00100, 0.00096))
+        self.assertEqual([f.impl for f in report.fused], [None] * 3)
+        for path in ("0", "3", "5"):
+            self.assertEqual(fused.get_submodule(path).impl, "auto")
+        self.assertNotIn("faster than auto's choice", str(report))
+
+    def test_no_trial_for_an_algorithm_asked_for(self):
+        fused, report, timed = self.rigged_fuse((0.003, 0.001), impl="sr")
+        self.assertEqual(timed, ["torch"] * 3)
+        self.assertEqual([f.impl for f in report.fused], [None] * 3)
+        self.assertEqual(fused.get_submodule("3").impl, "sr")
 
     def test_shapes_the_library_refuses_stay_with_torch(self):
         # A shape the library refuses at run time (made up here: every shape of
