@@ -523,10 +523,11 @@ def _auto_algorithm(module, x):
     None where the library refuses the shape or the dtype (the module's
     calls fall back to torch then).
     """
+    shape = tuple(x.shape) if x.dim() != 3 else (1,) + tuple(x.shape)   # unbatched: one image
     try:
         op = module.operator(_DTYPE_NAMES.get(x.dtype, "float32"))
-        text = op.describe(tuple(x.shape))
-    except (UnsupportedError, InvalidArgumentError):
+        text = op.describe(shape)
+    except (UnsupportedError, InvalidArgumentError, ValueError):
         return None
     for line in text.splitlines():
         if line.startswith("algorithm"):

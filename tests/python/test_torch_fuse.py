@@ -668,6 +668,16 @@ class TestTiming(unittest.TestCase):
             self.assertEqual(fused.get_submodule(path).impl, "auto")
         self.assertNotIn("faster than auto's choice", str(report))
 
+    def test_unbatched_example(self):
+        # the example's conv inputs are [C, H, W]: auto's choice is asked for one image
+        x = self.x[0]
+        self.assertEqual(x.dim(), 3)
+        self.assertIsNotNone(_fuse._auto_algorithm(cpt.fuse(self.model).get_submodule("0"), x))
+        fused, report = cpt.fuse(self.model, x, report=True, trials=1)
+        self.assertTrue(report.timed)
+        self.assertEqual(len(report.fused) + len(report.left), 3)
+        self.assertLessEqual(relative_error(run(fused, x), run(self.model, x)), 1e-5)
+
     def test_no_trial_for_an_algorithm_asked_for(self):
         fused, report, timed = self.rigged_fuse((0.003, 0.001), impl="sr")
         self.assertEqual(timed, ["torch"] * 3)
