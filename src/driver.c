@@ -102,7 +102,8 @@ static void cp_epilogue_item(const cp_epilogue *e, const cp_plan *pl, const cp_i
 }
 
 /* The same for a block left channels in lanes (`lanes` per position): each
-   pooled row of the item once for all the block's channels. */
+   pooled row of the item (or, pool 1 over whole rows, all of them) once
+   for all the block's channels. */
 static void cp_epilogue_item_lanes(const cp_epilogue *e, const cp_plan *pl, const cp_item *it,
                                    const float *buf, size_t lanes, size_t co0, size_t channels,
                                    const unsigned char *residual, void *dst) {
@@ -126,7 +127,12 @@ static void cp_epilogue_item_lanes(const cp_epilogue *e, const cp_plan *pl, cons
                     plane,
                     NULL,
                     conv_plane};
-  for (int64_t q = 0; q < it->nq; q++) {
+  /* pool 1 of stride 1 over whole conv rows: the item's outputs lie
+     contiguous in buf, dst and the residual, one row of them */
+  const int whole = P == 1 && S == 1 && (int64_t)nx == pl->ow;
+  const int64_t calls = whole ? 1 : it->nq;
+  if (whole) r.n = r.cols = nx * (size_t)it->nq;
+  for (int64_t q = 0; q < calls; q++) {
     int64_t top = (it->q0 + q) * S - pl->pool_pad[CP_TOP], bottom = top + P;
     if (top < 0) top = 0;
     if (bottom > pl->oh) bottom = pl->oh;

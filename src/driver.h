@@ -34,10 +34,10 @@ typedef struct cp_run {
 } cp_run;
 
 /* Channels per position where the run's channel blocks leave the tile
-   buffer channels in lanes (plan.h: cp_algo_setup.lanes), else 0: channel
+   buffer channels in lanes (plan.h: cp_plan.lanes), else 0: channel
    rows. The algorithm's compute_block and the driver both ask. */
 static inline size_t cp_run_lanes(const cp_run *r) {
-  return (size_t)r->pl->setup->lanes;
+  return (size_t)r->pl->lanes;
 }
 
 /* Run every item of r->pl on the pool's threads; fill the phase times of

@@ -483,7 +483,7 @@ convpool_status convpool_op_plan(const convpool_op *op, int64_t batch, int64_t h
   info->threads = pl.threads;
   info->items = pl.items;
   info->rows_per_item = pl.group;
-  info->mr = pl.setup->co_block;
+  info->mr = pl.co_block;
   info->nr = pl.setup->positions;
   info->col_block = pl.col_block;
   info->packed_weight_bytes = pl.setup->packed_weight_bytes;
@@ -513,8 +513,7 @@ convpool_status convpool_op_describe(const convpool_op *op, int64_t batch, int64
              pl.handed_over->name, pl.algo->name);
   }
   cp_plan_describe(&pl, op->layer.dtype, choice,
-                   pl.setup->lanes > 0 ? op->epilogue.lanes_name : op->epilogue.name, text,
-                   capacity);
+                   pl.lanes > 0 ? op->epilogue.lanes_name : op->epilogue.name, text, capacity);
   return CONVPOOL_SUCCESS;
 }
 

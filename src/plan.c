@@ -434,8 +434,10 @@ static convpool_status cp_plan_run(const cp_layer *layer, const cp_algorithm *al
   }
   pl->setup = setup;
   pl->cfg = cp_blocking_for(setup->isa);
-  pl->group_co_blocks = (layer->c_out / layer->groups + setup->co_block - 1) / setup->co_block;
-  pl->co_blocks = layer->groups * pl->group_co_blocks;
+  pl->co_block = setup->co_block, pl->lanes = setup->lanes, pl->block_groups = layer->groups;
+  if (pl->algo->layout != NULL) pl->algo->layout(pl);
+  pl->group_co_blocks = (layer->c_out / pl->block_groups + pl->co_block - 1) / pl->co_block;
+  pl->co_blocks = pl->block_groups * pl->group_co_blocks;
   pl->threads = threads;
   pl->panel_budget = cpu->l2 / pl->cfg->panel_l2_div;
   pl->buf_budget = cpu->l2 / pl->cfg->buf_l2_div;

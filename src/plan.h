@@ -91,12 +91,19 @@ typedef struct cp_plan {
   const struct cp_algorithm *handed_over; /* auto's choice, when it handed this run to algo */
   const cp_algo_setup *setup;             /* algo's setup (of handed_over when set) */
   const cp_blocking *cfg;                 /* block sizes of the setup's ISA */
-  /* Output channel blocks never cross a conv group: each group's c_out /
-     groups channels are group_co_blocks blocks of setup->co_block (the last
-     one partial), and block cb is block cb % group_co_blocks of group
-     cb / group_co_blocks. */
-  int64_t group_co_blocks; /* ceil(c_out / groups / setup->co_block) */
-  int64_t co_blocks;       /* groups * group_co_blocks */
+  /* The run's block layout (the setup's, or the algorithm's layout hook's):
+     channel blocks of co_block output channels, left channels in lanes
+     (lanes of them per position) where lanes > 0. Output channel blocks
+     never cross a block group: each block group's c_out / block_groups
+     channels are group_co_blocks blocks of co_block (the last one partial),
+     and block cb is block cb % group_co_blocks of block group
+     cb / group_co_blocks. The block groups are the conv groups, or one
+     where the algorithm's blocks span them (reading each channel's group
+     itself). */
+  int co_block, lanes;
+  int64_t block_groups;    /* groups, or 1 */
+  int64_t group_co_blocks; /* ceil(c_out / block_groups / co_block) */
+  int64_t co_blocks;       /* block_groups * group_co_blocks */
   /* item size */
   int64_t group;     /* pooled rows per item (the "rows per item") */
   int64_t col_block; /* pooled columns per item */
@@ -105,7 +112,7 @@ typedef struct cp_plan {
   /* the tile buffer, as the algorithm's kernels write it: conv row y, column
      x of the item's region, channel m of the block at
      m * buf_cols + y * buf_row_ld + x (channel rows), or, where the setup
-     leaves it channels in lanes (setup->lanes), at (y * nx + x) * lanes + m
+     leaves it channels in lanes (lanes), at (y * nx + x) * lanes + m
      with nx the item's conv columns */
   size_t buf_row_ld, buf_cols;
   /* items */
@@ -193,14 +200,15 @@ int cp_plan_share_regions(cp_plan *pl);
 int64_t cp_item_region(const cp_plan *pl, const cp_item *it); /* the item's region */
 size_t cp_region_offset(const cp_plan *pl, int64_t region);   /* bytes to its panel */
 
-/* The conv group of channel block cb. */
+/* The block group of channel block cb (its conv group, unless the setup's
+   blocks span them). */
 static inline int64_t cp_block_group(const cp_plan *pl, int64_t cb) {
   return cb / pl->group_co_blocks;
 }
 
 /* The output channels [*co0, *co0 + *count) of channel block cb. */
 static inline void cp_block_channels(const cp_plan *pl, int64_t cb, size_t *co0, size_t *count) {
-  const size_t mr = (size_t)pl->setup->co_block, per_group = (size_t)(pl->c_out / pl->groups);
+  const size_t mr = (size_t)pl->co_block, per_group = (size_t)(pl->c_out / pl->block_groups);
   const size_t first = (size_t)(cb % pl->group_co_blocks) * mr;
   *co0 = (size_t)cp_block_group(pl, cb) * per_group + first;
   *count = per_group - first < mr ? per_group - first : mr;

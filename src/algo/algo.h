@@ -74,6 +74,12 @@ typedef struct cp_algorithm {
      one item so, a shorter last item included. */
   double (*cost)(const cp_plan *pl);
 
+  /* Optional: the run's block layout, where the setup offers two (its
+     kernels for the shape): pl->co_block, pl->lanes (0, or the setup's
+     lanes) and pl->block_groups, set before it from the setup (co_block,
+     lanes, the conv groups). Called first, with the plan's shapes. */
+  void (*layout)(cp_plan *pl);
+
   /* Optional: batch images per item (pl->images; 1 or NULL: one). Called
      before the item search with the plan's shapes, setup and blocking; with
      more than one, items are whole images side by side (plan.h). */

@@ -1,12 +1,19 @@
 /*
  * Depthwise: conv groups = C_in, so each input channel's plane is its own 2D
  * conv, read by the C_out / C_in output channels of its group (output
- * channel co reads input channel co / M). Conv positions run in the vector
- * lanes and the K x K taps are scalar broadcast weights: nothing is
- * transposed, and a vector does 16 output positions of one channel.
+ * channel co reads input channel co / M). Two layouts, chosen per run
+ * (cp_dw_layout):
+ * - channel rows: conv positions run in the vector lanes and the K x K taps
+ *   are scalar broadcast weights; nothing is transposed, and a vector does
+ *   16 output positions of one channel (below);
+ * - channels in lanes, where the kernel has them: 8 consecutive output
+ *   channels per vector and each tap one weight vector, the input staged
+ *   transposed and the conv outputs left in lanes for the epilogue
+ *   (cp_dw_compute_lanes): small and strided planes, where rows of 7 or 14
+ *   positions leave a rows sweep's vectors part empty.
  *
- * A channel block is up to CP_DW_MAX_BLOCK output channels of one input
- * channel. compute_block stages that input channel's window of the item
+ * Channel rows: a channel block is up to CP_DW_MAX_BLOCK output channels of
+ * one input channel. compute_block stages that input channel's window of the item
  * (zeros where the conv padding is, widened to fp32) in the tile buffer
  * past the block's outputs, so the staging, the kernel and the epilogue of
  * a block share the L1 cache; pack_item only lays out the taps and what the
@@ -28,6 +35,7 @@
  * inf is NaN, as torch), in the same order whatever the item: results do
  * not depend on the item split or the thread count.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -44,14 +52,20 @@
    lanes packed row by row on the store (the kernels' compact sweep). */
 #define CP_DW_NARROW 32
 
-/* The setup's own state: the kernel. */
+/* The setup's own state: the kernel and where its lanes layout's weights
+   are (0: the kernel has none). */
 typedef struct cp_dw_setup {
   const cp_dw_ukernel *uk;
+  size_t lanes_weights; /* float index of the lanes layout's packed weights */
 } cp_dw_setup;
 CP_ALGO_STATE_FITS(cp_dw_setup);
 
 /* The plan's own state: the staging of the item size. */
 typedef struct cp_dw_plan {
+  /* channels in lanes: ld is the staging's columns, stage and widen the
+     float indices of the staging and of the 16-bit rows' widening (phases
+     1, halo 0, plane and compact unused) */
+  size_t widen;
   int64_t phases; /* phase planes per side: the distinct (i * d) mod s */
   int64_t halo;   /* ((k - 1) * d) / s: extra rows and columns of a plane */
   size_t ld;      /* floats between a plane's rows (and the tile buffer's) */
@@ -96,8 +110,18 @@ static convpool_status cp_dw_setup_layer(const cp_layer *layer, const cp_cpu *cp
   setup->positions = s->uk->nr;
   setup->isa = s->uk->isa;
   setup->kernel = s->uk->name;
-  size_t n;
-  if (!cp_mul((size_t)layer->k, (size_t)layer->k, &n) || !cp_mul(n, (size_t)layer->c_out, &n) ||
+  /* the channel rows' weights, then, where the kernel has channels in
+     lanes (offered to the runs: cp_dw_layout), theirs */
+  const size_t c_out = (size_t)layer->c_out, lanes = CP_DW_LANES;
+  size_t n = c_out, taps;
+  s->lanes_weights = 0;
+  if (s->uk->lanes_fn != NULL) {
+    setup->lanes = CP_DW_LANES;
+    s->lanes_weights = n;
+    n += (c_out + lanes - 1) / lanes * lanes;
+  }
+  if (!cp_mul((size_t)layer->k, (size_t)layer->k, &taps) || !cp_mul(n, taps, &n) ||
+      !cp_mul(taps, s->lanes_weights, &s->lanes_weights) ||
       !cp_mul(n, sizeof(float), &setup->packed_weight_bytes))
     return cp_fail(CONVPOOL_INVALID_ARGUMENT,
                    "weights [%lld, 1, %lld, %lld] have a byte count that overflows",
@@ -105,22 +129,78 @@ static convpool_status cp_dw_setup_layer(const cp_layer *layer, const cp_cpu *cp
   return CONVPOOL_SUCCESS;
 }
 
-/* fp32 [c_out][k * k]: the weights [c_out, 1, k, k] as they are, widened. */
+/* fp32 [c_out][k * k]: the weights [c_out, 1, k, k] as they are, widened;
+   then, for channels in lanes, [block][k * k][CP_DW_LANES] (zeros past
+   c_out). */
 static void cp_dw_pack_weights(const cp_layer *layer, const cp_algo_setup *setup,
                                const void *weights, float *packed) {
-  (void)setup;
-  const size_t n = (size_t)layer->c_out * (size_t)layer->k * (size_t)layer->k;
-  for (size_t i = 0; i < n; i++) packed[i] = cp_load_elem(layer->dtype, weights, i);
+  const size_t taps = (size_t)layer->k * (size_t)layer->k, c_out = (size_t)layer->c_out;
+  for (size_t i = 0; i < c_out * taps; i++) packed[i] = cp_load_elem(layer->dtype, weights, i);
+  if (cp_dw_setup_of(setup)->lanes_weights == 0) return;
+  packed += cp_dw_setup_of(setup)->lanes_weights;
+  const size_t lanes = CP_DW_LANES, blocks = (c_out + lanes - 1) / lanes;
+  for (size_t b = 0; b < blocks; b++)
+    for (size_t t = 0; t < taps; t++)
+      for (size_t l = 0; l < lanes; l++) {
+        const size_t co = b * lanes + l;
+        packed[(b * taps + t) * lanes + l] =
+            co < c_out ? cp_load_elem(layer->dtype, weights, co * taps + t) : 0.0f;
+      }
 }
 
 /* Items start on any conv row; columns advance by whole register tiles. */
+/*
+ * The run's layout, a measured rule (2 cores of Zen 3, MobileNetV2's
+ * depthwise 3x3 layers, README "Choosing the algorithm"): channels in lanes
+ * where the conv is strided or its output at most CP_DW_LANES_MAX_OW wide,
+ * channel rows on wider stride-1 planes. In lanes, every vector is whole
+ * whatever the width, and a stride-2 window is read in place, but each
+ * block's input and output change layout (an 8x8 transpose in, and one in
+ * the epilogue) and its 8 channel planes are read and written side by side;
+ * on a wide plane the rows sweep fills its vectors anyway.
+ */
+#define CP_DW_LANES_MAX_OW 28
+static void cp_dw_layout(cp_plan *pl) {
+  if (pl->lanes > 0 && (pl->conv_stride >= 2 || pl->ow <= CP_DW_LANES_MAX_OW)) {
+    pl->co_block = CP_DW_LANES;
+    pl->block_groups = 1; /* blocks of consecutive output channels, across the groups */
+  } else {
+    pl->lanes = 0;
+  }
+}
+
 static void cp_dw_item_units(const cp_plan *pl, int64_t *rows, int64_t *cols) {
   *rows = 1;
-  *cols = cp_dw_setup_of(pl->setup)->uk->nr;
+  *cols = pl->lanes > 0 ? 4 * CP_DW_LANES_NP : cp_dw_setup_of(pl->setup)->uk->nr;
+}
+
+/* Channels in lanes: the block's conv outputs (conv row y, column x,
+   channel m at (y * nx + x) * CP_DW_LANES + m), then the staging (the
+   item's input window, rows of ld positions of CP_DW_LANES channels) and
+   the widening of a 16-bit row per lane. */
+static int cp_dw_geometry_lanes(cp_plan *pl, cp_dw_plan *dp) {
+  const size_t s = (size_t)pl->conv_stride, extent = (size_t)pl->extent;
+  const size_t cr = (size_t)pl->conv_rows, cw = (size_t)pl->conv_cols;
+  const size_t lanes = CP_DW_LANES, line = CP_CACHE_LINE / sizeof(float);
+  size_t rows, n;
+  dp->phases = 1, dp->halo = 0, dp->plane = 0, dp->compact = 0;
+  if (!cp_mul(cw - 1, s, &dp->ld) || !cp_add(dp->ld, extent, &dp->ld) ||
+      !cp_mul(cr - 1, s, &rows) || !cp_add(rows, extent, &rows) || !cp_mul(cr, cw, &pl->buf_cols) ||
+      !cp_mul(pl->buf_cols, lanes, &n))
+    return 0;
+  pl->buf_row_ld = cw;
+  dp->stage = cp_round_up(n, line);
+  if (!cp_mul(rows, dp->ld, &n) || !cp_mul(n, lanes, &n) || !cp_add(dp->stage, n, &n)) return 0;
+  dp->widen = cp_round_up(n, line);
+  if (!cp_mul(pl->dtype == CONVPOOL_FLOAT32 ? 0 : lanes, dp->ld, &n) || !cp_add(dp->widen, n, &n) ||
+      !cp_mul(n, sizeof(float), &pl->buf_bytes))
+    return 0;
+  return cp_mul((size_t)(pl->k * pl->k), sizeof(ptrdiff_t), &pl->panel_bytes);
 }
 
 static int cp_dw_geometry(cp_plan *pl) {
   cp_dw_plan *dp = CP_ALGO_STATE(cp_dw_plan, pl->state);
+  if (pl->lanes > 0) return cp_dw_geometry_lanes(pl, dp);
   const int64_t s = pl->conv_stride, d = pl->dilation, k = pl->k;
   const int64_t period = s / cp_gcd(s, d); /* (i * d) mod s repeats with this period */
   dp->phases = k < period ? k : period;
@@ -164,13 +244,21 @@ static int cp_dw_fits(const cp_plan *pl) {
    row's fixed costs, per pooled output. */
 static double cp_dw_cost(const cp_plan *pl) {
   const cp_dw_plan *dp = CP_ALGO_STATE(const cp_dw_plan, pl->state);
+  const double rows = (double)(pl->group < pl->ph ? pl->group : pl->ph);
+  const double cols = (double)(pl->col_block < pl->pw ? pl->col_block : pl->pw);
+  if (pl->lanes > 0) { /* tiles of whole vectors, the staging in and out */
+    const double lanes = CP_DW_LANES, positions = (double)pl->conv_rows * (double)pl->conv_cols;
+    const double tiles = ceil(positions / CP_DW_LANES_NP);
+    const double stage =
+        2.0 * lanes * (double)dp->ld * (double)((pl->conv_rows - 1) * pl->conv_stride + pl->extent);
+    return (tiles * CP_DW_LANES_NP * lanes * (double)(pl->k * pl->k) + stage + 256.0) /
+           (lanes * rows * cols);
+  }
   const double mr = (double)pl->setup->co_block;
   const double lanes = mr * (double)pl->buf_cols * (double)(pl->k * pl->k);
   const double copy =
       2.0 * (double)(dp->phases * dp->phases) * (double)(pl->conv_rows + dp->halo) * (double)dp->ld;
   const double fixed = 256.0 + 32.0 * mr * (double)pl->conv_rows;
-  const double rows = (double)(pl->group < pl->ph ? pl->group : pl->ph);
-  const double cols = (double)(pl->col_block < pl->pw ? pl->col_block : pl->pw);
   return (lanes + copy + fixed) / (mr * rows * cols);
 }
 
@@ -188,6 +276,12 @@ static const float *cp_dw_pack_item(const cp_run *r, cp_item *it, float *panel) 
   const cp_dw_plan *dp = CP_ALGO_STATE(const cp_dw_plan, pl->state);
   const int64_t k = pl->k, s = pl->conv_stride, d = pl->dilation, np = dp->phases;
   ptrdiff_t *off = (ptrdiff_t *)(void *)panel;
+  if (pl->lanes > 0) { /* tap (i, j): rows and columns of the staging */
+    for (int64_t i = 0; i < k; i++)
+      for (int64_t j = 0; j < k; j++)
+        off[i * k + j] = (ptrdiff_t)(((size_t)(i * d) * dp->ld + (size_t)(j * d)) * CP_DW_LANES);
+    return panel;
+  }
   for (int64_t i = 0; i < k; i++)
     for (int64_t j = 0; j < k; j++)
       off[i * k + j] = (ptrdiff_t)((size_t)((i % np) * np + j % np) * dp->plane +
@@ -304,9 +398,90 @@ static void cp_dw_stage(const cp_run *r, const cp_item *it, const float *panel, 
   }
 }
 
+/*
+ * Channels in lanes: the block's CP_DW_LANES output channels side by side,
+ * lane l reading input channel (co0 + l) / multiplier (the last channel's
+ * for lanes past the block's). The staging is the item's input window,
+ * position after position, zero where the conv padding is (written by the
+ * item's first block; buf is kept between its blocks): each row of the
+ * input's channels a transpose. A register tile is CP_DW_LANES_NP conv
+ * positions, flat over the item's rows, and tap (i, j) of position (y, x)
+ * is staged position (y * s + i * d, x * s + j * d): stride and dilation
+ * are the tile's addresses, with no phase planes. The conv outputs stay in
+ * lanes for the epilogue (cp_run_lanes).
+ */
+static const float *cp_dw_compute_lanes(const cp_run *r, const cp_item *it, const float *panel,
+                                        int64_t cb, float *buf) {
+  const cp_plan *pl = r->pl;
+  const cp_dw_plan *dp = CP_ALGO_STATE(const cp_dw_plan, pl->state);
+  const cp_dw_ukernel *uk = cp_dw_setup_of(pl->setup)->uk;
+  const size_t L = CP_DW_LANES, NP = CP_DW_LANES_NP, ld = dp->ld, es = pl->elem_size;
+  const size_t s = (size_t)pl->conv_stride, nx = (size_t)it->nx, total = (size_t)it->ny * nx;
+  const size_t rows = (size_t)((it->ny - 1) * pl->conv_stride + pl->extent);
+  const size_t cols = (nx - 1) * s + (size_t)pl->extent;
+  float *stage = buf + dp->stage, *out = buf, *widen = buf + dp->widen;
+  if (cb == it->cb0) memset(stage, 0, rows * ld * L * sizeof(float));
+  size_t co0, channels;
+  cp_block_channels(pl, cb, &co0, &channels);
+  /* the window's input columns [lo, hi) inside the image, for every row */
+  const int64_t iy0 = it->y0 * pl->conv_stride - pl->pad[CP_TOP];
+  const int64_t ix0 = it->x0 * pl->conv_stride - pl->pad[CP_LEFT];
+  const size_t lo = ix0 < 0 ? (size_t)-ix0 : 0;
+  const int64_t right = pl->width - ix0 > 0 ? pl->width - ix0 : 0;
+  const size_t hi = (size_t)right < cols ? (size_t)right : cols;
+  const size_t plane = (size_t)pl->height * (size_t)pl->width;
+  const size_t multiplier = (size_t)(pl->c_out / pl->c_in);
+  const unsigned char *image = r->src + (size_t)it->b * (size_t)pl->c_in * plane * es;
+  /* the window's rows inside the image, [ya, yb) of the staging; fp32 rows
+     of the whole image width are one run each channel (their transposes
+     span rows), else a run per row */
+  const size_t ya = iy0 < 0 ? (size_t)-iy0 : 0;
+  const int64_t below = pl->height - iy0 > 0 ? pl->height - iy0 : 0;
+  const size_t yb = (size_t)below < rows ? (size_t)below : rows;
+  const size_t width = hi - lo;
+  const int whole = pl->dtype == CONVPOOL_FLOAT32 && width == (size_t)pl->width;
+  for (size_t y = ya; y < yb && lo < hi; y += whole ? yb - ya : 1) {
+    const size_t iy = (size_t)(iy0 + (int64_t)y);
+    const float *src[CP_DW_LANES];
+    for (size_t l = 0; l < L; l++) {
+      const size_t c = (co0 + (l < channels ? l : channels - 1)) / multiplier;
+      const unsigned char *row =
+          image +
+          ((c * (size_t)pl->height + iy) * (size_t)pl->width + (size_t)(ix0 + (int64_t)lo)) * es;
+      if (pl->dtype == CONVPOOL_FLOAT32) {
+        src[l] = (const float *)(const void *)row;
+      } else {
+        r->widen((const uint16_t *)(const void *)row, widen + l * ld, width);
+        src[l] = widen + l * ld;
+      }
+    }
+    uk->transpose(src, whole ? (yb - ya) * width : width, width, ld, stage + (y * ld + lo) * L);
+  }
+  /* the tiles, flat over the item's positions */
+  const ptrdiff_t *off = (const ptrdiff_t *)(const void *)panel;
+  const float *w =
+      r->packed + cp_dw_setup_of(pl->setup)->lanes_weights + co0 * (size_t)(pl->k * pl->k);
+  ptrdiff_t pos[CP_DW_LANES_NP];
+  size_t y = 0, x = 0;
+  for (size_t q = 0; q < total; q += NP) {
+    const size_t n = total - q < NP ? total - q : NP;
+    for (size_t p = 0; p < NP; p++) {
+      if (p >= n) {
+        pos[p] = pos[n - 1];
+        continue;
+      }
+      pos[p] = (ptrdiff_t)((y * s * ld + x * s) * L);
+      if (++x == nx) x = 0, y++;
+    }
+    uk->lanes_fn(stage, pos, off, (size_t)(pl->k * pl->k), w, out + q * L, n);
+  }
+  return out;
+}
+
 static const float *cp_dw_compute_block(const cp_run *r, const cp_item *it, const float *panel,
                                         int64_t cb, float *buf) {
   const cp_plan *pl = r->pl;
+  if (cp_run_lanes(r) > 0) return cp_dw_compute_lanes(r, it, panel, cb, buf);
   const cp_dw_plan *dp = CP_ALGO_STATE(const cp_dw_plan, pl->state);
   const cp_dw_ukernel *uk = cp_dw_setup_of(pl->setup)->uk;
   const size_t taps = (size_t)(pl->k * pl->k);
@@ -337,6 +512,21 @@ static const float *cp_dw_compute_block(const cp_run *r, const cp_item *it, cons
 static void cp_dw_describe(const cp_plan *pl, char *text, size_t capacity) {
   const cp_dw_plan *dp = CP_ALGO_STATE(const cp_dw_plan, pl->state);
   const cp_dw_setup *s = cp_dw_setup_of(pl->setup);
+  if (pl->lanes > 0) {
+    snprintf(text, capacity,
+             "register tile  %d output channels (in the lanes) x %d positions, flat over the "
+             "item's rows; %lld channel blocks across the groups (multiplier %lld)\n"
+             "staging        %lld pooled rows x %lld pooled columns: conv %lld rows x %lld "
+             "columns, the input window of %lld rows x %zu columns, %d channels per position, "
+             "staged per channel block into the tile buffer (stride %lld, dilation %lld: "
+             "addresses)\n",
+             CP_DW_LANES, CP_DW_LANES_NP, (long long)pl->co_blocks,
+             (long long)(pl->c_out / pl->c_in), (long long)pl->group, (long long)pl->col_block,
+             (long long)pl->conv_rows, (long long)pl->conv_cols,
+             (long long)((pl->conv_rows - 1) * pl->conv_stride + pl->extent), dp->ld, CP_DW_LANES,
+             (long long)pl->conv_stride, (long long)pl->dilation);
+    return;
+  }
   snprintf(text, capacity,
            "register tile  1 output channel x %d positions (%d lanes), swept flat over rows of "
            "%zu; %lld channel blocks of up to %d output channels of one input channel "
@@ -357,6 +547,7 @@ const cp_algorithm cp_algorithm_depthwise = {
     .declines = cp_dw_declines,
     .setup = cp_dw_setup_layer,
     .pack_weights = cp_dw_pack_weights,
+    .layout = cp_dw_layout,
     .item_units = cp_dw_item_units,
     .geometry = cp_dw_geometry,
     .fits = cp_dw_fits,

@@ -198,7 +198,7 @@ static int cp_direct_geometry(cp_plan *pl) {
   if (dp->kc < 1) dp->kc = 1;
   pl->buf_row_ld = cw; /* compact rows: the kernels write only an item's columns */
   if (!cp_mul(conv_rows, cw, &pl->buf_cols) || !cp_mul(pl->buf_cols, mr, &at)) return 0;
-  if (pl->setup->lanes > 0) at = 0; /* the partial sums are the block's outputs: no rows */
+  if (pl->lanes > 0) at = 0; /* the partial sums are the block's outputs: no rows */
   dp->partial = cp_round_up(at, line);
   if (!cp_mul(dp->tiles, np * mr, &n) || !cp_add(dp->partial, n, &at)) return 0;
   dp->geom = cp_round_up(at, line);

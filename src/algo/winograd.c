@@ -312,7 +312,7 @@ static cp_wino_tiles cp_wino_tiles_max(cp_plan *pl) {
 
 /* Channel blocks multiplied per pass over V: as many as M's budget holds. */
 static size_t cp_wino_pass(const cp_plan *pl, size_t t_alloc) {
-  const size_t mr = (size_t)pl->setup->co_block;
+  const size_t mr = (size_t)pl->co_block;
   const size_t per = CP_WINO_POINTS * mr * t_alloc * sizeof(float);
   size_t pass = ((size_t)pl->cfg->wino_m_kib << 10) / per;
   if (pass > (size_t)pl->co_blocks) pass = (size_t)pl->co_blocks;
@@ -333,7 +333,7 @@ static int cp_wino_v_floats(const cp_plan *pl, const cp_wino_tiles *t, size_t *n
 static int cp_wino_geometry(cp_plan *pl) {
   cp_wino_plan *wp = CP_ALGO_STATE(cp_wino_plan, pl->state);
   const cp_wino_tiles t = cp_wino_tiles_max(pl);
-  const size_t nr = cp_wino_direct_nr(pl), mr = (size_t)pl->setup->co_block;
+  const size_t nr = cp_wino_direct_nr(pl), mr = (size_t)pl->co_block;
   const size_t line = CP_CACHE_LINE / 4;
   const size_t ld = CP_WINO_M * t.tw_pad + 4, rows = CP_WINO_M * t.th + 2;
   size_t cs, raw, flags, n, conv, m;

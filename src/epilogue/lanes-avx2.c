@@ -19,22 +19,6 @@
 #include "../vec-avx2.h"
 #include "epilogue.h"
 
-/* r[0..7] transposed: r[j] lane i = r[i] lane j before. */
-static inline void cp_transpose8(__m256 r[8]) {
-  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-  const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-  const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-  const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-  const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20), r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
-  r[1] = _mm256_permute2f128_ps(s1, s5, 0x20), r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
-  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20), r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
-  r[3] = _mm256_permute2f128_ps(s3, s7, 0x20), r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
-}
-
 /* The maximum of a column's window rows: rows `step` floats apart. */
 static inline __m256 cp_colmax8(const float *c, size_t rows, size_t step) {
   __m256 m = _mm256_loadu_ps(c);
@@ -59,7 +43,11 @@ void cp_epilogue_lanes_row_avx2(const cp_epilogue_params *p, const cp_lanes_row 
   for (size_t m = 0; m < L; m++)
     bias[m] = row->bias != NULL && m < row->channels ? row->bias[m] : 0.0f;
   __m256 colmax[CP_SPAN];
-  for (size_t t0 = 0; t0 < n; t0 += CP_GROUP) {
+  for (size_t g = 0; g < n; g += CP_GROUP) {
+    /* a row of CP_GROUP or more ends on its last CP_GROUP outputs (some
+       computed and stored again, the same bits) rather than a partial
+       group */
+    const size_t t0 = n - g < CP_GROUP && n >= CP_GROUP ? n - CP_GROUP : g;
     const size_t nt = n - t0 < CP_GROUP ? n - t0 : CP_GROUP;
     /* the group's windows cover columns [xs, xe): each column's maximum
        once where they fit colmax (overlapping windows share columns) */

@@ -1,6 +1,11 @@
 /* Dispatch table of the depthwise microkernels, built from dw-ukernels.inc. */
 #include "dw-ukernel.h"
 
+/* The channels-in-lanes functions of each ISA's line (dw-ukernel.h). */
+#define CP_DW_LANES_avx512f NULL, NULL
+#define CP_DW_LANES_avx2 cp_f32_dw_lanes__avx2, cp_f32_dw_transpose__avx2
+#define CP_DW_LANES_scalar NULL, NULL
+
 static const cp_dw_ukernel cp_dw_ukernels[] = {
 #define CP_DW_UKERNEL(nr, lanes, isa, ISA) \
   {"f32-dw-1x" #nr "-" #isa,               \
@@ -11,7 +16,8 @@ static const cp_dw_ukernel cp_dw_ukernels[] = {
    cp_f32_dw_compact__##isa,               \
    cp_f32_dw_rows__##isa,                  \
    cp_f32_dw_rows2__##isa,                 \
-   cp_f32_dw_split2__##isa},
+   cp_f32_dw_split2__##isa,                \
+   CP_DW_LANES_##isa},
 #include "dw-ukernels.inc"
 #undef CP_DW_UKERNEL
 };

@@ -53,6 +53,32 @@ typedef void (*cp_dw_compact_fn)(const float *x, const ptrdiff_t *off, size_t ta
 typedef void (*cp_dw_split2_fn)(const float *from, size_t from_ld, float *even, float *odd,
                                 size_t to_ld, size_t rows, size_t n_even, size_t n_odd);
 
+/*
+ * Channels in lanes (src/algo/depthwise.c's lanes layout: position after
+ * position, CP_DW_LANES channels each): one register tile of n <=
+ * CP_DW_LANES_NP positions of CP_DW_LANES output channels,
+ *
+ *   out[p * L + l] = sum_{t < taps} w[t * L + l] * x[pos[p] + off[t] + l]
+ *
+ * (L = CP_DW_LANES; pos and off in floats, multiples of L) for p < n, l <
+ * L, the sum taken in t order from zero with one FMA per term: the same
+ * bits, lane for lane, as the ISA's position kernel (fn) on each channel.
+ * pos[n .. CP_DW_LANES_NP) are read and must be valid positions (the caller
+ * repeats the last); only out[0 .. n * L) is written.
+ */
+#define CP_DW_LANES 8
+#define CP_DW_LANES_NP 8
+typedef void (*cp_dw_lanes_fn)(const float *x, const ptrdiff_t *pos, const ptrdiff_t *off,
+                               size_t taps, const float *w, float *out, size_t n);
+
+/* The lanes layout's staging: CP_DW_LANES runs of n floats (run l from
+   src[l]) transposed into n vectors, element e of each run to the vector
+   at to + ((e / row) * to_ld + e % row) * CP_DW_LANES (rows of `row`
+   elements, to_ld positions apart: a run may span several image rows);
+   reads src[l][0 .. n) only. */
+typedef void (*cp_dw_transpose_fn)(const float *const *src, size_t n, size_t row, size_t to_ld,
+                                   float *to);
+
 typedef struct cp_dw_ukernel {
   const char *name;
   cp_isa isa;
@@ -63,6 +89,9 @@ typedef struct cp_dw_ukernel {
   cp_dw_rows_fn rows;
   cp_dw_rows2_fn rows2;
   cp_dw_split2_fn split2;
+  /* channels in lanes, where the ISA has them (else NULL) */
+  cp_dw_lanes_fn lanes_fn;
+  cp_dw_transpose_fn transpose;
 } cp_dw_ukernel;
 
 /* The widest vector of any kernel: buffers rounded to it suit every kernel. */
@@ -80,6 +109,9 @@ typedef struct cp_dw_ukernel {
                                size_t);
 #include "dw-ukernels.inc"
 #undef CP_DW_UKERNEL
+void cp_f32_dw_lanes__avx2(const float *, const ptrdiff_t *, const ptrdiff_t *, size_t,
+                           const float *, float *, size_t);
+void cp_f32_dw_transpose__avx2(const float *const *, size_t, size_t, size_t, float *);
 
 /* Every listed kernel, in the order of dw-ukernels.inc (for the tests). */
 const cp_dw_ukernel *cp_dw_ukernel_list(size_t *count);

@@ -10,7 +10,8 @@
  * for the portable one), and nothing written outside the rows; its flat
  * sweep into compact rows the same way. Then its row
  * copies (rows, rows2 and split2), in place too for rows. NaN and Inf among the
- * inputs propagate as in the model.
+ * inputs propagate as in the model. Where the ISA has channels in lanes,
+ * its tile (against fmaf per lane) and its staging transpose.
  */
 #include <math.h>
 #include <stdio.h>
@@ -169,6 +170,79 @@ static int check_rows(const cp_dw_ukernel *u, tu_rng *rng) {
   return ok;
 }
 
+/* The channels-in-lanes tile (dw-ukernel.h: lanes_fn) against fmaf per
+   lane, in the taps' order, bit for bit: the same bits as the ISA's
+   position kernel on each channel. Positions past n repeat the last (as
+   the callers pass them); nothing past n vectors is written. */
+static int check_lanes(const cp_dw_ukernel *u, tu_rng *rng) {
+  enum { L = CP_DW_LANES, NP = CP_DW_LANES_NP };
+  const size_t taps = 1 + tu_next(rng) % 49, n = 1 + tu_next(rng) % NP;
+  ptrdiff_t off[49], pos[NP];
+  size_t max_at = 0;
+  for (size_t t = 0; t < taps; t++) off[t] = (ptrdiff_t)(tu_next(rng) % 200 * L);
+  for (size_t p = 0; p < NP; p++) pos[p] = p < n ? (ptrdiff_t)(tu_next(rng) % 300 * L) : pos[n - 1];
+  for (size_t t = 0; t < taps; t++)
+    for (size_t p = 0; p < NP; p++)
+      if ((size_t)(off[t] + pos[p]) > max_at) max_at = (size_t)(off[t] + pos[p]);
+  const size_t x_n = max_at + L, out_n = NP * L + 16;
+  float *x = malloc(x_n * sizeof(float)), *w = malloc(taps * L * sizeof(float));
+  float *out = malloc(out_n * sizeof(float));
+  for (size_t i = 0; i < x_n; i++) x[i] = 2.0f * tu_uniform(rng) - 1.0f;
+  for (size_t i = 0; i < taps * L; i++) w[i] = 2.0f * tu_uniform(rng) - 1.0f;
+  if (tu_next(rng) % 4 == 0) { /* a few non-finite inputs */
+    const float specials[3] = {NAN, INFINITY, -INFINITY};
+    for (int i = 0; i < 3; i++) x[tu_next(rng) % x_n] = specials[i];
+  }
+  for (size_t i = 0; i < out_n; i++) out[i] = SENTINEL;
+  u->lanes_fn(x, pos, off, taps, w, out, n);
+  int ok = 1;
+  for (size_t i = 0; ok && i < out_n; i++) {
+    const size_t p = i / L, l = i % L;
+    float want = SENTINEL;
+    if (p < n) {
+      want = 0.0f;
+      for (size_t t = 0; t < taps; t++) want = fmaf(w[t * L + l], x[pos[p] + off[t] + l], want);
+    }
+    if (memcmp(&want, &out[i], sizeof want) != 0 && !(isnan(want) && isnan(out[i]))) {
+      printf("%s lanes: taps=%zu n=%zu: out[%zu] = %a, want %a\n", u->name, taps, n, i,
+             (double)out[i], (double)want);
+      ok = 0;
+    }
+  }
+  free(x), free(w), free(out);
+  return ok;
+}
+
+/* The lanes staging's transpose (dw-ukernel.h: transpose): every element
+   to its vector and lane, rows of `row` to_ld apart, nothing else written,
+   nothing read past the runs (each run ends its own allocation). */
+static int check_transpose(const cp_dw_ukernel *u, tu_rng *rng) {
+  enum { L = CP_DW_LANES };
+  const size_t n = 1 + tu_next(rng) % 90, row = 1 + tu_next(rng) % n;
+  const size_t to_ld = row + tu_next(rng) % 4, rows = (n + row - 1) / row;
+  const size_t to_n = (rows * to_ld + 2) * L;
+  float *src[L], *to = malloc(to_n * sizeof(float));
+  for (size_t l = 0; l < L; l++) {
+    src[l] = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) src[l][i] = (float)(l * 1000 + i);
+  }
+  for (size_t i = 0; i < to_n; i++) to[i] = SENTINEL;
+  u->transpose((const float *const *)src, n, row, to_ld, to);
+  int ok = 1;
+  for (size_t i = 0; ok && i < to_n; i++) {
+    const size_t v = i / L, l = i % L, y = v / to_ld, x = v % to_ld, e = y * row + x;
+    const float want = x < row && e < n ? src[l][e] : SENTINEL;
+    if (to[i] != want) {
+      printf("%s transpose: n=%zu row=%zu to_ld=%zu: to[%zu] = %g, want %g\n", u->name, n, row,
+             to_ld, i, (double)to[i], (double)want);
+      ok = 0;
+    }
+  }
+  for (size_t l = 0; l < L; l++) free(src[l]);
+  free(to);
+  return ok;
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     printf("usage: test_dw_ukernels NAME\n");
@@ -196,6 +270,8 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 3000 && failures < 8; i++, cases++) failures += !check_kernel(u, &rng);
   for (int i = 0; i < 1000 && failures < 8; i++, cases++) failures += !check_compact(u, &rng);
   for (int i = 0; i < 500 && failures < 8; i++, cases++) failures += !check_rows(u, &rng);
+  for (int i = 0; u->lanes_fn != NULL && i < 2000 && failures < 8; i++, cases++)
+    failures += !check_lanes(u, &rng) + !check_transpose(u, &rng);
   printf("%s: %d cases, %d failed\n", u->name, cases, failures);
   return failures ? 1 : 0;
 }
