@@ -36,6 +36,9 @@ void cp_epilogue_lanes_row_avx2(const cp_epilogue_params *p, const cp_lanes_row 
   const size_t P = p->pool, S = p->stride, L = row->lanes, n = row->n, cols = row->cols;
   const size_t off = row->off, step = row->ld * L, es = p->store == CP_STORE_F32 ? 4 : 2;
   const int clamp = p->min > -INFINITY || p->max < INFINITY;
+  /* fp32 stores and no residual: whole groups take the unrolled path */
+  const int plain = p->narrow == NULL && row->res == NULL, has_bias = row->bias != NULL;
+  const size_t plane = row->plane;
   const __m256 lo = _mm256_set1_ps(p->min), hi = _mm256_set1_ps(p->max);
   float bias[CP_LANES_MAX] __attribute__((aligned(32)));
   float stage[CP_GROUP * CP_LANES_MAX] __attribute__((aligned(32)));
@@ -76,6 +79,16 @@ void cp_epilogue_lanes_row_avx2(const cp_epilogue_params *p, const cp_lanes_row 
                      : _mm256_loadu_ps(row->src + (t0 + at) * S * L + v);
       }
       cp_transpose8(r);
+      if (plain && nt == CP_GROUP && v + 8 <= row->channels) { /* 8 whole row pieces */
+        float *to = (float *)row->dst + v * plane + t0;
+#pragma GCC unroll 8
+        for (size_t j = 0; j < 8; j++) {
+          if (has_bias) r[j] = _mm256_add_ps(r[j], _mm256_set1_ps(bias[v + j]));
+          if (clamp) r[j] = cp_clamp8(r[j], lo, hi);
+          _mm256_storeu_ps(to + j * plane, r[j]);
+        }
+        continue;
+      }
       for (size_t j = 0; j < 8 && v + j < row->channels; j++) {
         const size_t m = v + j;
         if (row->res != NULL) { /* pool 1 of stride 1: output t is conv column t */
