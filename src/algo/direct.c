@@ -72,23 +72,26 @@ static const char *cp_direct_declines(const cp_layer *layer, const cp_cpu *cpu, 
 }
 
 /*
- * Auto's rule, measured on 2 cores of Zen 3 (AVX2; README, "Choosing the
- * algorithm"; fastest of 40 alternating runs; auto passes direct over on
- * the other ISAs, where it was not measured): direct beats the algorithm
- * auto takes next on strided filters of k >= 3 in one conv group, where
- * shift-reduce splits the filter into zero taps and im2col copies each
- * input k*k times (ResNet's stem, 3 -> 64 7x7 stride 2: 2.66 ms against
- * shift-reduce's 3.00; 3x3 stride 2, ResNet's 64 -> 128 at 56x56, 128 ->
- * 256 at 28x28 and 256 -> 512 at 14x14: 1.21, 0.98 and 1.10 ms against
- * im2col's 1.58, 1.15 and 1.35). It ties shift-reduce at stride 1 (512 ->
- * 512 3x3 at 7x7 2.19 / 2.21 ms, 1024 -> 256 1x1 at 14x14 0.98 / 0.89) and
- * loses on a strided 1x1 filter, whose panel holds the input columns the
- * stride skips (512 -> 1024 at 28x28: 2.57 against 1.89 ms).
+ * Auto's rule, measured on 2 cores of Zen 3 (AVX2) and Zen 5 (AVX-512;
+ * README, "Choosing the algorithm"; auto passes direct over on the portable
+ * kernel, where it was not measured): direct beats the algorithm auto takes
+ * next on strided filters of k >= 3 in one conv group, where shift-reduce
+ * splits the filter into zero taps and im2col copies each input k*k times.
+ * Zen 3, fastest of 40 alternating runs: ResNet's stem, 3 -> 64 7x7 stride
+ * 2, 2.66 ms against shift-reduce's 3.00; 3x3 stride 2, ResNet's 64 -> 128
+ * at 56x56, 128 -> 256 at 28x28 and 256 -> 512 at 14x14: 1.21, 0.98 and
+ * 1.10 ms against im2col's 1.58, 1.15 and 1.35. Zen 5, fastest of 2 runs
+ * of 60: the stem 0.68 ms against shift-reduce's 0.98, 64 -> 128 at 56x56
+ * 0.34 (batch 8: 2.55) against im2col's 0.44 (3.42). It ties shift-reduce
+ * at stride 1 (Zen 3: 512 -> 512 3x3 at 7x7 2.19 / 2.21 ms, 1024 -> 256
+ * 1x1 at 14x14 0.98 / 0.89) and loses on a strided 1x1 filter, whose panel
+ * holds the input columns the stride skips (512 -> 1024 at 28x28: 2.57
+ * against 1.89 ms; Zen 5 at batch 8, 256 -> 512 at 56x56: 6.0 against 4.6).
  */
 static const char *cp_direct_auto_skips(const cp_layer *layer, const cp_cpu *cpu, char *why,
                                         size_t capacity) {
-  if (cpu->isa != CP_ISA_AVX2) { /* the rule's measurements are AVX2's */
-    snprintf(why, capacity, "measured faster on avx2 only (isa %s: not measured)",
+  if (cpu->isa < CP_ISA_AVX2) { /* the rule's measurements are AVX2's and AVX-512's */
+    snprintf(why, capacity, "measured faster with vector kernels only (isa %s: not measured)",
              cp_isa_name(cpu->isa));
     return why;
   }
