@@ -150,18 +150,23 @@ static void cp_dw_pack_weights(const cp_layer *layer, const cp_algo_setup *setup
 
 /* Items start on any conv row; columns advance by whole register tiles. */
 /*
- * The run's layout, a measured rule (2 cores of Zen 3, MobileNetV2's
- * depthwise 3x3 layers, README "Choosing the algorithm"): channels in lanes
- * where the conv is strided or its output at most CP_DW_LANES_MAX_OW wide,
- * channel rows on wider stride-1 planes. In lanes, every vector is whole
- * whatever the width, and a stride-2 window is read in place, but each
- * block's input and output change layout (an 8x8 transpose in, and one in
- * the epilogue) and its 8 channel planes are read and written side by side;
- * on a wide plane the rows sweep fills its vectors anyway.
+ * The run's layout, a measured rule of each kernel line (dw-ukernel.c;
+ * MobileNetV2's depthwise 3x3 layers, README "Choosing the algorithm"):
+ * channels in lanes where the conv output is at most the line's
+ * lanes_max_ow wide (lanes_max_ow_strided for a strided conv), channel rows
+ * elsewhere. In lanes, every vector is whole whatever the width, and a
+ * stride-2 window is read in place, but each block's input and output
+ * change layout (an 8x8 transpose in, and one in the epilogue) and its 8
+ * channel planes are read and written side by side; on a wide plane the
+ * rows sweep fills its vectors anyway. Zen 3 (AVX2, 8-position rows): in
+ * lanes up to 28 columns, and every strided conv; Zen 5 (AVX-512,
+ * 16-position rows): up to 10 columns (960 channels at 7x7, batch 1: 32 ->
+ * 27 us; 576 at 14x14 stride 2: 29 -> 23 us; but 384 at 14x14: 26 -> 40).
  */
-#define CP_DW_LANES_MAX_OW 28
 static void cp_dw_layout(cp_plan *pl) {
-  if (pl->lanes > 0 && (pl->conv_stride >= 2 || pl->ow <= CP_DW_LANES_MAX_OW)) {
+  const cp_dw_ukernel *uk = cp_dw_setup_of(pl->setup)->uk;
+  const long max_ow = pl->conv_stride >= 2 ? uk->lanes_max_ow_strided : uk->lanes_max_ow;
+  if (pl->lanes > 0 && pl->ow <= max_ow) {
     pl->co_block = CP_DW_LANES;
     pl->block_groups = 1; /* blocks of consecutive output channels, across the groups */
   } else {

@@ -92,6 +92,10 @@ typedef struct cp_dw_ukernel {
   /* channels in lanes, where the ISA has them (else NULL) */
   cp_dw_lanes_fn lanes_fn;
   cp_dw_transpose_fn transpose;
+  /* the widest conv output a run computes in lanes rather than in channel
+     rows, at conv stride 1 and strided: a measured rule of this line
+     (src/algo/depthwise.c, cp_dw_layout) */
+  long lanes_max_ow, lanes_max_ow_strided;
 } cp_dw_ukernel;
 
 /* The widest vector of any kernel: buffers rounded to it suit every kernel. */
