@@ -50,6 +50,7 @@ typedef struct cp_direct_plan {
   size_t partial;        /* float index of the partial sums in the tile buffer */
   size_t geom;           /* float index of the item's tiles (cp_direct_tile) */
   size_t offsets;        /* float index of the taps' offsets (ptrdiff_t) */
+  size_t slices;         /* prepare items per shared region: slices of the channels */
 } cp_direct_plan;
 CP_ALGO_STATE_FITS(cp_direct_plan);
 
@@ -231,10 +232,20 @@ static double cp_direct_cost(const cp_plan *pl) {
 }
 
 /* Where channel groups split an image region, its panel is packed once,
-   before the items, and read by the items of every channel group. */
+   before the items, and read by the items of every channel group; each
+   slice of CP_DIRECT_SLICE input channels is an item of that phase, so
+   that one region's copy (a small image's only one) is shared by the
+   threads. 256 -> 512 channels 3x3 stride 2 at 14x14, Zen 5, 2 threads: the
+   one copy took 46 of the layer's 530 us while the other thread waited. */
+#define CP_DIRECT_SLICE 64
 static int cp_direct_schedule(cp_plan *pl) {
-  if (CP_ALGO_STATE(const cp_direct_plan, pl->state)->in_place) return 1; /* nothing to pack */
-  return cp_plan_share_regions(pl);
+  cp_direct_plan *dp = CP_ALGO_STATE(cp_direct_plan, pl->state);
+  dp->slices = 1;
+  if (dp->in_place) return 1; /* nothing to pack */
+  if (!cp_plan_share_regions(pl)) return 0;
+  dp->slices = ((size_t)pl->c_in + CP_DIRECT_SLICE - 1) / CP_DIRECT_SLICE;
+  pl->prepare_items *= (int64_t)dp->slices;
+  return 1;
 }
 
 static float *cp_direct_region(const cp_run *r, int64_t region) {
@@ -242,8 +253,8 @@ static float *cp_direct_region(const cp_run *r, int64_t region) {
 }
 
 /* The item's panel: input rows y0 * stride - pad_top on, columns x0 *
-   stride - pad_left on, every channel. */
-static void cp_direct_pack(const cp_run *r, const cp_item *it, float *panel) {
+   stride - pad_left on, input channels [c0, c1). */
+static void cp_direct_pack(const cp_run *r, const cp_item *it, size_t c0, size_t c1, float *panel) {
   const cp_plan *pl = r->pl;
   const cp_direct_plan *dp = CP_ALGO_STATE(const cp_direct_plan, pl->state);
   cp_panel_src src;
@@ -258,13 +269,18 @@ static void cp_direct_pack(const cp_run *r, const cp_item *it, float *panel) {
   src.ahead_rows = (size_t)pl->cfg->pack_ahead_rows;
   const size_t rows = (size_t)((it->ny - 1) * pl->conv_stride + pl->extent);
   cp_pack_panel_steps(&src, it->y0 * pl->conv_stride - pl->pad[CP_TOP], rows,
-                      it->x0 * pl->conv_stride - pl->pad[CP_LEFT], dp->cols, 0, (size_t)pl->c_in,
-                      &dp->panel, panel);
+                      it->x0 * pl->conv_stride - pl->pad[CP_LEFT], dp->cols, c0, c1, &dp->panel,
+                      panel);
 }
 
+/* Slice `index % slices` of region `index / slices`. */
 static void cp_direct_prepare(const cp_run *r, int64_t index) {
-  const cp_item it = cp_item_of(r->pl, index * r->pl->co_groups);
-  cp_direct_pack(r, &it, cp_direct_region(r, index));
+  const size_t slices = CP_ALGO_STATE(const cp_direct_plan, r->pl->state)->slices;
+  const int64_t region = index / (int64_t)slices;
+  const size_t c0 = (size_t)(index % (int64_t)slices) * CP_DIRECT_SLICE, c_in = (size_t)r->pl->c_in;
+  const cp_item it = cp_item_of(r->pl, region * r->pl->co_groups);
+  cp_direct_pack(r, &it, c0, c0 + CP_DIRECT_SLICE < c_in ? c0 + CP_DIRECT_SLICE : c_in,
+                 cp_direct_region(r, region));
 }
 
 static const float *cp_direct_pack_item(const cp_run *r, cp_item *it, float *panel) {
@@ -276,7 +292,7 @@ static const float *cp_direct_pack_item(const cp_run *r, cp_item *it, float *pan
                 (size_t)pl->width +
             (size_t)(it->x0 * pl->conv_stride));
   if (pl->prepare_items > 0) return cp_direct_region(r, cp_item_region(pl, it));
-  cp_direct_pack(r, it, panel);
+  cp_direct_pack(r, it, 0, (size_t)pl->c_in, panel);
   return panel;
 }
 
