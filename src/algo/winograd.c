@@ -149,19 +149,32 @@ static size_t cp_wino_direct_nr(const cp_plan *pl) {
 /*
  * The products' kernels for items of `tiles` tiles: the setup's, or those of
  * the same MR with fewer positions when they waste fewer lanes (16 tiles on
- * 32 lanes leave half of every register tile empty).
+ * 32 lanes leave half of every register tile empty). From 128 input
+ * channels on, a narrower kernel's lane costs CP_WINO_NARROW_COST of the
+ * wider one's (a measured rule: the 12x16 AVX-512 kernel runs at 76-81% of
+ * peak alone, the 12x32 at 91-94%; Zen 5, 2 threads, one image: 256 -> 256
+ * at 56x56, 112 tiles per item, 4.48 -> 3.95 ms on 128 lanes of 12x32
+ * instead of 112 of 12x16; 128 -> 128 at 112x112 pool 2 5.91 -> 5.52 ms;
+ * the seed's 256 -> 256 at 224x224 pool 2 58.6 -> 56.2 ms; but 64 -> 64 at
+ * 224x224, 392 tiles, 4.75 -> 5.0 ms on 416 lanes of 12x32: there the
+ * narrow kernel stays).
  */
+#define CP_WINO_WIDE_C_IN 128
+#define CP_WINO_NARROW_COST 1.18
 static void cp_wino_choose_products(cp_plan *pl, size_t tiles) {
   cp_wino_plan *wp = CP_ALGO_STATE(cp_wino_plan, pl->state);
   const cp_sr_setup *s = &cp_wino_setup_of(pl)->sr;
   const int lanes =
       cp_wino_transforms_select(pl->setup->isa)->lanes; /* V's blocks hold whole groups */
+  const double narrow_cost = pl->c_in >= CP_WINO_WIDE_C_IN ? CP_WINO_NARROW_COST : 1.0;
   wp->uk = s->uk, wp->uk_tail = s->uk_tail;
   for (int nr = s->uk->nr / 2; nr >= lanes && nr % lanes == 0; nr /= 2) {
     const cp_sr_ukernel *uk = cp_sr_ukernel_with_nr(s->uk, nr);
     const cp_sr_ukernel *tail = cp_sr_ukernel_with_nr(s->uk_tail, nr);
     const size_t n = (size_t)nr, wide = (size_t)wp->uk->nr;
-    if (uk == NULL || tail == NULL || (tiles + n - 1) / n * n >= (tiles + wide - 1) / wide * wide)
+    if (uk == NULL || tail == NULL ||
+        (double)((tiles + n - 1) / n * n) * narrow_cost >=
+            (double)((tiles + wide - 1) / wide * wide))
       break;
     wp->uk = uk, wp->uk_tail = tail;
   }
