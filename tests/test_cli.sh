@@ -366,7 +366,8 @@ LIST
 # ---- auto's measured rules: a 3x3 filter of stride 2 goes to direct with vector kernels
 # (AVX2, AVX-512: where its rule was measured) and to im2col on the portable kernels
 # (shift-reduce is passed over, with its reason, and direct too); the 7x7 stem likewise goes
-# to direct with vector kernels and stays with shift-reduce on the portable ones; shift-reduce
+# to direct with vector kernels and stays with shift-reduce on the portable ones; a 1x1 of
+# stride 1 over 1024 channels goes to direct on AVX-512 only; shift-reduce
 # asked for by name still computes the 3x3 one, to the same values as auto's within fp32
 # rounding ----
 s2="--in-channels 64 --out-channels 8 --height 15 --width 17 --filter 3 --padding 1 --stride 2 --pool 1 --iters 1 --warmup 0"
@@ -399,6 +400,13 @@ stem="--in-channels 3 --out-channels 8 --height 30 --width 30 --filter 7 --paddi
 if [ $vector = 1 ]; then
   grep -q '^algorithm      channels-in-lanes direct (direct)' "$tmp/stem.out" || { echo "auto did not take direct for the 7x7 stride-2 stem with vector kernels"; fail=1; }
 fi
+deep1="--in-channels 1024 --out-channels 8 --height 5 --width 5 --filter 1 --pool 1 --iters 1 --warmup 0 --show-tiling"
+"$cli" $deep1 >"$tmp/deep1.out" || { echo "deep 1x1 failed"; fail=1; }
+if grep -q '^isa            avx512' "$tmp/deep1.out"; then
+  grep -q '^algorithm      channels-in-lanes direct (direct)' "$tmp/deep1.out" || { echo "auto did not take direct for a 1x1 over 1024 channels on avx512"; fail=1; }
+fi
+CONVPOOL_ISA=avx2 "$cli" $deep1 >"$tmp/deep1b.out" || { echo "deep 1x1 (avx2) failed"; fail=1; }
+grep -q '^algorithm      shift-reduce (sr)' "$tmp/deep1b.out" || { echo "auto did not keep a 1x1 over 1024 channels on shift-reduce below avx512"; fail=1; }
 CONVPOOL_ISA=scalar "$cli" $stem --show-tiling >"$tmp/stemp.out" || { echo "stem (scalar) failed"; fail=1; }
 grep -q '^algorithm      shift-reduce (sr)' "$tmp/stemp.out" || { echo "auto did not keep the 7x7 stride-2 stem on shift-reduce on the portable kernels"; fail=1; }
 
