@@ -72,6 +72,15 @@ static const char *cp_direct_declines(const cp_layer *layer, const cp_cpu *cpu, 
   return NULL; /* every layer of the contract */
 }
 
+/* The deep 1x1 layers direct computes on AVX-512 (Zen 5, 2 threads, median
+   of alternating runs against shift-reduce): 2048 -> 512 at 7x7 0.31 ms
+   against 0.37, 1024 -> 256 at 14x14 0.27 / 0.27 (8 images 2.12 / 2.27),
+   1024 -> 512 at 14x14 0.53 / 0.54, 1024 -> 128 at 7x7 40 / 43 us; from
+   512 channels down shift-reduce was as fast or faster (512 -> 128 at
+   28x28 0.34 / 0.33 ms in one benchmark run), and on Zen 3 (AVX2) too
+   (1024 -> 256 at 14x14 0.98 / 0.89 ms). */
+#define CP_DIRECT_DEEP_1X1 1024
+
 /*
  * Auto's rule, measured on 2 cores of Zen 3 (AVX2) and Zen 5 (AVX-512;
  * README, "Choosing the algorithm"; auto passes direct over on the portable
@@ -89,14 +98,6 @@ static const char *cp_direct_declines(const cp_layer *layer, const cp_cpu *cpu, 
  * holds the input columns the stride skips (512 -> 1024 at 28x28: 2.57
  * against 1.89 ms; Zen 5 at batch 8, 256 -> 512 at 56x56: 6.0 against 4.6).
  */
-/* The deep 1x1 layers direct computes on AVX-512 (Zen 5, 2 threads, median
-   of alternating runs against shift-reduce): 2048 -> 512 at 7x7 0.31 ms
-   against 0.37, 1024 -> 256 at 14x14 0.27 / 0.27 (8 images 2.12 / 2.27),
-   1024 -> 512 at 14x14 0.53 / 0.54, 1024 -> 128 at 7x7 40 / 43 us; from
-   512 channels down shift-reduce was as fast or faster (512 -> 128 at
-   28x28 0.34 / 0.33 ms in one benchmark run), and on Zen 3 (AVX2) too
-   (1024 -> 256 at 14x14 0.98 / 0.89 ms). */
-#define CP_DIRECT_DEEP_1X1 1024
 static const char *cp_direct_auto_skips(const cp_layer *layer, const cp_cpu *cpu, char *why,
                                         size_t capacity) {
   if (cpu->isa < CP_ISA_AVX2) { /* the rule's measurements are AVX2's and AVX-512's */
