@@ -11,7 +11,8 @@
  *   item's panel is reused over many channel blocks;
  * - 16 rows of prefetch ahead of the panel copy (the pack of the headline
  *   went from ~10 ms to ~6.5 ms on one core);
- * - Winograd: V and M of up to 4 MiB each per thread (they live in L3: the
+ * - Winograd: V and M of up to 4 MiB each per thread (V up to a quarter of U
+ *   where that is more, winograd.c: cp_wino_v_budget; they live in L3: the
  *   multiply reads each 36th of V from L2 while the weights of one point
  *   stream through), one pass over V for every channel block that fits M
  *   (scripts/wino_stages.c measured one pass over all 43 blocks of the headline

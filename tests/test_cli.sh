@@ -420,6 +420,10 @@ deep="--in-channels 512 --out-channels 512 --padding 1 --pool 1 --iters 1 --warm
 "$cli" $deep --height 12 --width 12 --batch 8 | grep -q '^algorithm      winograd' || { echo "auto did not take Winograd for 8 images at 12x12"; fail=1; }
 "$cli" $deep --height 7 --width 7 --batch 8 | grep -q '^algorithm      shift-reduce' || { echo "auto did not hand 8 images at 7x7 to shift-reduce"; fail=1; }
 "$cli" $deep --height 7 --width 7 --batch 1 | grep -q '^algorithm      shift-reduce' || { echo "auto did not hand 1 image at 7x7 to shift-reduce"; fail=1; }
+# V's budget grows with U (36 MiB here): the 7 tile rows of a 28x28 image in one item,
+# U streamed once, not 6 + 1 rows in two items
+"$cli" $deep --height 28 --width 28 --impl winograd | grep -q '^work items     .* x row groups 1 x ' ||
+  { echo "Winograd split a 512 -> 512 image of 28x28 into row groups (U streamed twice)"; fail=1; }
 for side in "--batch 8 --in-channels 48 --out-channels 13 --height 7 --width 7 --padding 1 --activation relu --pool 1" \
             "--batch 5 --in-channels 24 --out-channels 9 --height 6 --width 5 --padding 2 --pool 2 --pool-padding 1 --ceil-mode --residual" \
             "--batch 9 --in-channels 600 --out-channels 12 --height 7 --width 6 --padding 1 --pool 3 --pool-stride 2" \

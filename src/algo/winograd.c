@@ -181,6 +181,21 @@ static void cp_wino_choose_products(cp_plan *pl, size_t tiles) {
 }
 
 /*
+ * V's budget per item, in bytes: the configured one (config.c), or a
+ * quarter of U where that is more. Every item streams its channel groups'
+ * share of U once, so an image split into two row groups (or a batch into
+ * two items) reads U twice; where U is tens of MiB that costs more than a V
+ * beyond the budget, whose 36th read per point still fits in L2. 512 -> 512
+ * channels at 28x28 (U 36 MiB), Zen 5, 2 threads, one image: 7 tile rows of
+ * V 4.6 MiB in one item instead of 6 + 1 in two, 6.06 -> 5.27 ms (median).
+ */
+static double cp_wino_v_budget(const cp_blocking *cfg, int64_t c_in, int64_t c_out) {
+  const double configured = (double)cfg->wino_v_kib * 1024;
+  const double u = CP_WINO_POINTS * (double)c_in * (double)c_out * sizeof(float);
+  return u / 4 > configured ? u / 4 : configured;
+}
+
+/*
  * Images side by side (plan.h: images): where a small image's tiles leave
  * most lanes of a register tile empty (a row of 4-tile vector loads pads a
  * 7x7 conv output's 2 x 2 tiles to 2 x 4), the items are whole images whose
@@ -199,22 +214,22 @@ static size_t cp_wino_slot(const cp_plan *pl) {
 /* Images per item for a batch of conv outputs oh x ow (1: one): all of the
    batch where side by side wastes fewer lanes than alone and an image's
    tiles fill less than 16 lanes, halved until V fits its budget. */
-static int64_t cp_wino_images(const cp_blocking *cfg, int64_t c_in, int64_t batch, int64_t oh,
-                              int64_t ow) {
+static int64_t cp_wino_images(const cp_blocking *cfg, int64_t c_in, int64_t c_out, int64_t batch,
+                              int64_t oh, int64_t ow) {
   const int64_t th = (oh + 3) / CP_WINO_M, tw = (ow + 3) / CP_WINO_M;
   const int64_t alone = (tw + 3) / 4 * 4;
   if (batch < 2 || th * alone > 16 || alone <= tw + 1) return 1;
   int64_t images = batch;
   for (; images > 1; images = (images + 1) / 2) {
     const double lanes = (double)((th * ((images * (tw + 1) + 3) / 4 * 4) + 15) / 16 * 16);
-    if (CP_WINO_POINTS * (double)c_in * lanes * sizeof(float) <= (double)cfg->wino_v_kib * 1024)
+    if (CP_WINO_POINTS * (double)c_in * lanes * sizeof(float) <= cp_wino_v_budget(cfg, c_in, c_out))
       break;
   }
   return images;
 }
 
 static int64_t cp_wino_images_per_item(const cp_plan *pl) {
-  return cp_wino_images(pl->cfg, pl->c_in, pl->batch, pl->oh, pl->ow);
+  return cp_wino_images(pl->cfg, pl->c_in, pl->c_out, pl->batch, pl->oh, pl->ow);
 }
 
 static cp_wino_tiles cp_wino_tiles_of_item(const cp_plan *pl, const cp_item *it) {
@@ -387,12 +402,13 @@ static void cp_wino_item_units(const cp_plan *pl, int64_t *rows, int64_t *cols) 
   *cols = pl->cfg->wino_col_unit;
 }
 
-/* V within its budget; an item of one row unit of tiles always fits. */
+/* V within its budget (cp_wino_v_budget); an item of one row unit of tiles
+   always fits. */
 static int cp_wino_fits(const cp_plan *pl) {
   const int64_t stride_gcd = pl->stride % 4 == 0 ? 4 : pl->stride % 2 == 0 ? 2 : 1;
   const int64_t row_unit = CP_WINO_M / stride_gcd; /* lcm(4, stride) / stride pooled rows */
-  return pl->group <= row_unit ||
-         cp_wino_plan_of(pl)->v_floats * sizeof(float) <= ((size_t)pl->cfg->wino_v_kib << 10);
+  return pl->group <= row_unit || (double)cp_wino_plan_of(pl)->v_floats * sizeof(float) <=
+                                      cp_wino_v_budget(pl->cfg, pl->c_in, pl->c_out);
 }
 
 /* Modelled cost per pooled output, in kernel lanes, over all items of a
@@ -668,7 +684,7 @@ static int cp_wino_hands_over(const cp_layer *layer, const cp_blocking *cfg, int
                               int64_t oh, int64_t ow) {
   /* the tiles of an item's images are what one pass over U serves */
   const double tiles = (double)((oh + 3) / CP_WINO_M) * (double)((ow + 3) / CP_WINO_M) *
-                       (double)cp_wino_images(cfg, layer->c_in, batch, oh, ow);
+                       (double)cp_wino_images(cfg, layer->c_in, layer->c_out, batch, oh, ow);
   const int corners_only = (oh + 3) / CP_WINO_M <= 2 && (ow + 3) / CP_WINO_M <= 2;
   return corners_only || tiles < cfg->wino_min_tiles || layer->c_in < cfg->wino_min_c_in ||
          (double)batch * tiles * (double)layer->c_in * (double)layer->c_out < cfg->wino_min_work;
