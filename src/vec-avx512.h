@@ -11,4 +11,11 @@ static inline __m512 cp_clamp16(__m512 v, __m512 lo, __m512 hi) {
   return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), hi);
 }
 
+/* The portable max (a if it is a NaN, else b if it is one, else the larger;
+   b of +-0 and -+0), lane for lane. */
+static inline __m512 cp_max_nan16(__m512 a, __m512 b) {
+  const __m512 m = _mm512_max_ps(a, b); /* b when either is NaN */
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), m, a);
+}
+
 #endif

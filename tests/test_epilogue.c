@@ -303,17 +303,18 @@ int main(void) {
             }
   /* windows of 8 outputs wider than the lanes row keeps column maxima for */
   const size_t wide[][2] = {{9, 9}, {12, 5}, {3, 11}};
-  for (size_t w = 0; w < sizeof wide / sizeof wide[0]; w++)
-    for (size_t c = 0; c < sizeof clamps / sizeof clamps[0]; c++) {
-      cp_epilogue e;
-      memset(&e, 0, sizeof e);
-      e.params.pool = wide[w][0], e.params.stride = wide[w][1];
-      e.params.min = clamps[c][0], e.params.max = clamps[c][1];
-      e.params.store = CP_STORE_F32;
-      cp_epilogue_select(&e, CP_ISA_AVX2);
-      for (int trial = 0; trial < 60; trial++)
-        check_lanes_row(&e, CONVPOOL_FLOAT32, trial % 2, &rng);
-    }
+  for (size_t i = 0; i < sizeof isas / sizeof isas[0] && isas[i] <= cpu->isa; i++)
+    for (size_t w = 0; w < sizeof wide / sizeof wide[0]; w++)
+      for (size_t c = 0; c < sizeof clamps / sizeof clamps[0]; c++) {
+        cp_epilogue e;
+        memset(&e, 0, sizeof e);
+        e.params.pool = wide[w][0], e.params.stride = wide[w][1];
+        e.params.min = clamps[c][0], e.params.max = clamps[c][1];
+        e.params.store = CP_STORE_F32;
+        cp_epilogue_select(&e, isas[i]);
+        for (int trial = 0; trial < 60; trial++)
+          check_lanes_row(&e, CONVPOOL_FLOAT32, trial % 2, &rng);
+      }
   printf("%d vector row setups, %d rows checked against the portable row, %d failed\n", vector_rows,
          rows_checked, failures);
   return failures != 0;

@@ -112,8 +112,9 @@ void cp_epilogue_select(cp_epilogue *e, cp_isa isa) {
   }
   e->lanes_row = NULL, e->lanes_name = NULL;
   if (!p->bias_first && (!p->residual || (p->pool == 1 && p->stride == 1)) && isa >= CP_ISA_AVX2) {
-    e->lanes_row = cp_epilogue_lanes_row_avx2;
-    e->lanes_name = "lanes-avx2";
+    e->lanes_row =
+        isa >= CP_ISA_AVX512 ? cp_epilogue_lanes_row_avx512f : cp_epilogue_lanes_row_avx2;
+    e->lanes_name = isa >= CP_ISA_AVX512 ? "lanes-avx512f" : "lanes-avx2";
   }
   e->row_clipped = p->bias_first          ? cp_epilogue_row_portable
                    : isa >= CP_ISA_AVX512 ? cp_epilogue_row_any_avx512f

@@ -85,6 +85,7 @@ typedef struct cp_lanes_row {
 } cp_lanes_row;
 typedef void (*cp_epilogue_lanes_fn)(const cp_epilogue_params *p, const cp_lanes_row *row);
 void cp_epilogue_lanes_row_avx2(const cp_epilogue_params *p, const cp_lanes_row *row);
+void cp_epilogue_lanes_row_avx512f(const cp_epilogue_params *p, const cp_lanes_row *row);
 
 /* One pooled row; bias is the channel's bias or NULL. The pool 1 and pool
    2 rows assume a full row: rows = P, off = 0, n*S + P - S <= cols; the

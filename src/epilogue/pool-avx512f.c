@@ -9,12 +9,6 @@
 #include "../vec-avx512.h"
 #include "epilogue.h"
 
-/* max(a, b) that returns a NaN if either is NaN. */
-static inline __m512 cp_max_nan(__m512 a, __m512 b) {
-  const __m512 m = _mm512_max_ps(a, b); /* b when either is NaN */
-  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), m, a);
-}
-
 /* fp32 -> bfloat16 bits, round to nearest even, NaN kept quiet. */
 static inline __m256i cp_to_bf16(__m512 v) {
   const __m512i x = _mm512_castps_si512(v);
@@ -101,11 +95,11 @@ void cp_epilogue_row_pool2_avx512f(const cp_epilogue_params *p, const cp_pool_ro
                          : left > 16 ? (__mmask16)((1u << (left - 16)) - 1u)
                                      : 0;
     const float *r0 = src + 2 * t, *r1 = r0 + ld;
-    const __m512 lo = cp_max_nan(_mm512_maskz_loadu_ps(m0, r0), _mm512_maskz_loadu_ps(m0, r1));
+    const __m512 lo = cp_max_nan16(_mm512_maskz_loadu_ps(m0, r0), _mm512_maskz_loadu_ps(m0, r1));
     const __m512 hi =
-        cp_max_nan(_mm512_maskz_loadu_ps(m1, r0 + 16), _mm512_maskz_loadu_ps(m1, r1 + 16));
+        cp_max_nan16(_mm512_maskz_loadu_ps(m1, r0 + 16), _mm512_maskz_loadu_ps(m1, r1 + 16));
     __m512 v =
-        cp_max_nan(_mm512_permutex2var_ps(lo, even, hi), _mm512_permutex2var_ps(lo, odd, hi));
+        cp_max_nan16(_mm512_permutex2var_ps(lo, even, hi), _mm512_permutex2var_ps(lo, odd, hi));
     if (bias != NULL) v = _mm512_add_ps(v, b);
     if (clamp) v = cp_clamp16(v, act_lo, act_hi);
     const __mmask16 mask = n - t >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - t)) - 1u);
@@ -127,7 +121,7 @@ void cp_epilogue_row_pool2_avx512f(const cp_epilogue_params *p, const cp_pool_ro
 #define CP_E_ZERO() _mm512_setzero_ps()
 #define CP_E_SET1(x) _mm512_set1_ps(x)
 #define CP_E_ADD(a, b) _mm512_add_ps(a, b)
-#define CP_E_MAX_NAN(a, b) cp_max_nan(a, b)
+#define CP_E_MAX_NAN(a, b) cp_max_nan16(a, b)
 #define CP_E_CLAMP(v, lo, hi) cp_clamp16(v, lo, hi)
 #define CP_E_EVEN(lo, hi) \
   _mm512_permutex2var_ps( \
