@@ -1,14 +1,14 @@
 /*
  * Direct convolution with output channels in the vector lanes: a block of
- * MR output channels (two vectors) times NP consecutive conv positions of
- * one conv row per register tile, each position's input broadcast from the
- * item's input panel, each tap's MR weights one pair of vector loads
- * (src/kernels/cl-ukernel.h). The conv stride and dilation are address
- * arithmetic of the kernel (positions xs = stride panel columns apart, taps
- * at their dilated offsets), so no tap is ever a zero one and no input is
- * copied more than once per item: where shift-reduce splits a stride-2
- * filter into phases (16 taps for 9 of a 3x3) or im2col repeats each input
- * k*k times, this reads the panel as it is. The register tiles leave the
+ * MR output channels (two vectors) times NP consecutive conv positions per
+ * register tile (row after row, cp_direct_flat), each position's input
+ * broadcast from the item's input panel, each tap's MR weights one pair of
+ * vector loads (src/kernels/cl-ukernel.h). The conv stride and dilation
+ * are address arithmetic of the kernel (positions xs = stride panel columns
+ * apart, taps at their dilated offsets), so no tap is ever a zero one and no
+ * input is copied more than once per item: where shift-reduce splits a
+ * stride-2 filter into phases (16 taps for 9 of a 3x3) or im2col repeats
+ * each input k*k times, this reads the panel as it is. The register tiles leave the
  * registers as they are, channels in lanes, and the driver's epilogue pools
  * them in that layout (epilogue.h: cp_lanes_row), transposing only the
  * pooled outputs; where the epilogue has no such row for the layer's
@@ -390,8 +390,8 @@ static void cp_direct_describe(const cp_plan *pl, char *text, size_t capacity) {
   const cp_direct_plan *dp = CP_ALGO_STATE(const cp_direct_plan, pl->state);
   const cp_cl_ukernel *uk = cp_direct_setup_of(pl->setup)->uk;
   snprintf(text, capacity,
-           "register tile  %d output channels (in the lanes) x %d positions of a conv row (input "
-           "broadcast); %lld channel blocks\n"
+           "register tile  %d output channels (in the lanes) x %d conv positions, row after row "
+           "(input broadcast); %lld channel blocks\n"
            "panel          %lld pooled rows x %lld pooled columns: conv %lld rows (%lld input "
            "rows) x %lld columns x %lld channels, fp32, %s; stride and dilation read in place\n",
            uk->mr, uk->np, (long long)pl->co_blocks, (long long)pl->group, (long long)pl->col_block,
