@@ -8,12 +8,12 @@
  * apart, taps at their dilated offsets), so no tap is ever a zero one and no
  * input is copied more than once per item: where shift-reduce splits a
  * stride-2 filter into phases (16 taps for 9 of a 3x3) or im2col repeats
- * each input k*k times, this reads the panel as it is. The register tiles leave the
- * registers as they are, channels in lanes, and the driver's epilogue pools
- * them in that layout (epilogue.h: cp_lanes_row), transposing only the
- * pooled outputs; where the epilogue has no such row for the layer's
- * params, the last pass stores each tile transposed into the tile buffer's
- * channel rows.
+ * each input k*k times, this reads the panel as it is. The register tiles
+ * leave the registers as they are, channels in lanes, and the driver's
+ * epilogue pools them in that layout (epilogue.h: cp_lanes_row),
+ * transposing only the pooled outputs; where the epilogue has no such row
+ * for the layer's params, the last pass stores each tile transposed into
+ * the tile buffer's channel rows.
  *
  * The panel is shift-reduce's (pack.h): every input channel of the item's
  * input rows and columns, zero where the conv padding is, channels an odd
