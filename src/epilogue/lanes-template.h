@@ -50,6 +50,26 @@ static inline CP_L_V cp_colmax16(const float *c, size_t rows, size_t step) {
 #define CP_GROUP 8
 #define CP_SPAN 64
 
+/* The window maxima of a group of pooled outputs into stage, W channels a
+   vector, from channel v on (the loop of CP_L_FN; pool 1: the conv outputs
+   themselves, nothing here); lanes past the block's channels are never
+   stored. */
+#define CP_L_POOL(VT, W, COLMAX, MAX_NAN, STORE, colbuf)                                    \
+  for (; v < row->channels && v + (W) <= L && P > 1; v += (W)) {                            \
+    const float *c = row->src + v;                                                          \
+    if (kept)                                                                               \
+      for (size_t x = xs; x < xe; x++) colbuf[x - xs] = COLMAX(c + x * L, row->rows, step); \
+    for (size_t i = 0; i < nt; i++) {                                                       \
+      /* window [t*S - off, t*S - off + P) clipped to [0, cols); never empty */             \
+      const size_t t = t0 + i, x0 = t * S > off ? t * S - off : 0;                          \
+      const size_t x1 = t * S + P - off < cols ? t * S + P - off : cols;                    \
+      VT w = kept ? colbuf[x0 - xs] : COLMAX(c + x0 * L, row->rows, step);                  \
+      for (size_t x = x0 + 1; x < x1; x++)                                                  \
+        w = MAX_NAN(w, kept ? colbuf[x - xs] : COLMAX(c + x * L, row->rows, step));         \
+      STORE(stage + i * L + v, w);                                                          \
+    }                                                                                       \
+  }
+
 void CP_L_FN(const cp_epilogue_params *p, const cp_lanes_row *row) {
   const size_t P = p->pool, S = p->stride, L = row->lanes, n = row->n, cols = row->cols;
   const size_t off = row->off, step = row->ld * L, es = p->store == CP_STORE_F32 ? 4 : 2;
@@ -78,36 +98,11 @@ void CP_L_FN(const cp_epilogue_params *p, const cp_lanes_row *row) {
     const size_t xs = t0 * S > off ? t0 * S - off : 0;
     const size_t last = (t0 + nt - 1) * S + P - off, xe = last < cols ? last : cols;
     const int kept = xe - xs <= CP_SPAN;
-    size_t v = 0; /* pool 1: the conv outputs themselves */
+    size_t v = 0;
 #if CP_L_W == 16
-    for (; v + 16 <= row->channels && P > 1; v += 16) {
-      const float *c = row->src + v;
-      if (kept)
-        for (size_t x = xs; x < xe; x++) colmax16[x - xs] = cp_colmax16(c + x * L, row->rows, step);
-      for (size_t i = 0; i < nt; i++) {
-        const size_t t = t0 + i, x0 = t * S > off ? t * S - off : 0;
-        const size_t x1 = t * S + P - off < cols ? t * S + P - off : cols;
-        CP_L_V w = kept ? colmax16[x0 - xs] : cp_colmax16(c + x0 * L, row->rows, step);
-        for (size_t x = x0 + 1; x < x1; x++)
-          w = CP_L_MAX_NAN(w, kept ? colmax16[x - xs] : cp_colmax16(c + x * L, row->rows, step));
-        CP_L_STORE(stage + i * L + v, w);
-      }
-    }
+    CP_L_POOL(CP_L_V, 16, cp_colmax16, CP_L_MAX_NAN, CP_L_STORE, colmax16)
 #endif
-    for (; v < row->channels && P > 1; v += 8) {
-      const float *c = row->src + v;
-      if (kept)
-        for (size_t x = xs; x < xe; x++) colmax[x - xs] = cp_colmax8(c + x * L, row->rows, step);
-      for (size_t i = 0; i < nt; i++) {
-        /* window [t*S - off, t*S - off + P) clipped to [0, cols); never empty */
-        const size_t t = t0 + i, x0 = t * S > off ? t * S - off : 0;
-        const size_t x1 = t * S + P - off < cols ? t * S + P - off : cols;
-        __m256 w = kept ? colmax[x0 - xs] : cp_colmax8(c + x0 * L, row->rows, step);
-        for (size_t x = x0 + 1; x < x1; x++)
-          w = cp_max_nan8(w, kept ? colmax[x - xs] : cp_colmax8(c + x * L, row->rows, step));
-        _mm256_store_ps(stage + i * L + v, w);
-      }
-    }
+    CP_L_POOL(__m256, 8, cp_colmax8, cp_max_nan8, _mm256_store_ps, colmax)
     for (size_t v = 0; v < row->channels; v += 8) {
       __m256 r[8];
       for (size_t i = 0; i < 8; i++) { /* past nt: a copy of the last, never stored */
@@ -156,3 +151,5 @@ void CP_L_FN(const cp_epilogue_params *p, const cp_lanes_row *row) {
     }
   }
 }
+
+#undef CP_L_POOL
