@@ -407,6 +407,12 @@ if grep -q '^isa            avx512' "$tmp/deep1.out"; then
 fi
 CONVPOOL_ISA=avx2 "$cli" $deep1 >"$tmp/deep1b.out" || { echo "deep 1x1 (avx2) failed"; fail=1; }
 grep -q '^algorithm      shift-reduce (sr)' "$tmp/deep1b.out" || { echo "auto did not keep a 1x1 over 1024 channels on shift-reduce below avx512"; fail=1; }
+# direct: items of a few register tiles contract in one pass on AVX-512, larger ones in passes
+# whose weights stay in L1; the same sums either way, so the same bytes
+onepass="--impl direct --in-channels 64 --out-channels 40 --height 14 --width 14 --padding 1 --activation relu --pool 1 --iters 1 --warmup 0"
+"$cli" $onepass --rows-per-item 14 --dump-dir "$tmp/dpass" >/dev/null || { echo "direct in passes failed"; fail=1; }
+"$cli" $onepass --rows-per-item 1 --dump-dir "$tmp/d1pass" >/dev/null || { echo "direct in one pass failed"; fail=1; }
+cmp -s "$tmp/dpass/out.bin" "$tmp/d1pass/out.bin" || { echo "direct: one pass and passes differ"; fail=1; }
 CONVPOOL_ISA=scalar "$cli" $stem --show-tiling >"$tmp/stemp.out" || { echo "stem (scalar) failed"; fail=1; }
 grep -q '^algorithm      shift-reduce (sr)' "$tmp/stemp.out" || { echo "auto did not keep the 7x7 stride-2 stem on shift-reduce on the portable kernels"; fail=1; }
 

@@ -46,7 +46,7 @@ typedef struct cp_direct_plan {
   int in_place;          /* the items read the fp32 source itself (no conv padding) */
   size_t cols;           /* panel columns an item packs */
   size_t tiles;          /* register tiles of an item, at most */
-  size_t kc;             /* input channels per pass (the pass's weights fill half of L1) */
+  size_t kc;             /* input channels per pass (weights filling half of L1, or all) */
   size_t partial;        /* float index of the partial sums in the tile buffer */
   size_t geom;           /* float index of the item's tiles (cp_direct_tile) */
   size_t offsets;        /* float index of the taps' offsets (ptrdiff_t) */
@@ -177,6 +177,17 @@ static void cp_direct_item_units(const cp_plan *pl, int64_t *rows, int64_t *cols
   *cols = pl->ow * pl->stride;
 }
 
+/* An item of at most this many register tiles contracts all its channels in
+   one pass where a block's weights fit in half of L2: each weight of an L1
+   pass would serve few tiles, and the passes' partial sums going out and
+   back cost more than reading the weights from L2. Measured on AVX-512
+   (Zen 5, 2 threads, medians of eight alternations in one binary): 256 ->
+   512 3x3 stride 2 at 14x14 (9 tiles) 444 -> 402 us (against the build
+   before: 441-504 -> 419-460), 2048 -> 512 1x1 at 7x7 337 -> 320 us, 8
+   images of either and layers of more tiles level; 512 -> 512 3x3 at 7x7,
+   whose block weights are 590 KB, ran 6% slower in one pass. */
+#define CP_DIRECT_ONE_PASS_TILES 16
+
 static int cp_direct_geometry(cp_plan *pl) {
   cp_direct_plan *dp = CP_ALGO_STATE(cp_direct_plan, pl->state);
   const cp_cl_ukernel *uk = cp_direct_setup_of(pl->setup)->uk;
@@ -212,7 +223,12 @@ static int cp_direct_geometry(cp_plan *pl) {
   /* at most a tile per NP columns of each row (fewer when flat) */
   if (!cp_mul(conv_rows, (cw + np - 1) / np, &dp->tiles)) return 0;
   const size_t l1 = pl->l1_bytes > 16384 ? pl->l1_bytes : 16384;
-  dp->kc = l1 / 2 / (taps * mr * es);
+  const size_t cig = (size_t)(pl->c_in / pl->groups), per_channel = taps * mr * es;
+  dp->kc = l1 / 2 / per_channel;
+  if (pl->setup->isa >= CP_ISA_AVX512 &&
+      (conv_rows * cw + np - 1) / np <= CP_DIRECT_ONE_PASS_TILES &&
+      cig * per_channel <= pl->l2_bytes / 2)
+    dp->kc = cig; /* one pass */
   if (dp->kc < 1) dp->kc = 1;
   pl->buf_row_ld = cw; /* compact rows: the kernels write only an item's columns */
   if (!cp_mul(conv_rows, cw, &pl->buf_cols) || !cp_mul(pl->buf_cols, mr, &at)) return 0;
