@@ -114,10 +114,14 @@ typedef enum convpool_algo {
                                        multiplier): one channel's plane per vector sweep, conv
                                        positions in the lanes, stride and dilation as phase
                                        planes of the staged input */
-  CONVPOOL_ALGO_DIRECT = 5        /**< output channels in the lanes, each position's input
+  CONVPOOL_ALGO_DIRECT = 5,       /**< output channels in the lanes, each position's input
                                        broadcast from the item's panel: stride and dilation
                                        are address arithmetic (no zero taps, no repeated
                                        inputs); every layer */
+  CONVPOOL_ALGO_WINOGRAD_2X3 = 6  /**< Winograd F(2x2,3x3): as CONVPOOL_ALGO_WINOGRAD on 2x2
+                                       output tiles (16 points, 1.8x the weights' bytes where
+                                       F(4x4,3x3) takes 4x): auto's Winograd hands it the
+                                       small images (README, "Choosing the algorithm") */
 } convpool_algo;
 
 /**

@@ -81,7 +81,7 @@ int main(int argc, char **argv) {
   const long trials = argc > 1 ? atol(argv[1]) : 4000;
   rng r = {argc > 2 ? strtoull(argv[2], NULL, 10) : 1};
   const cp_isa isa = cp_cpu_get()->isa;
-  const cp_wino_transforms *t = cp_wino_transforms_select(isa);
+  const cp_wino_transforms *t = cp_wino_transforms_select(&cp_wino_f43, isa);
   const cp_sr_ukernel *uk = cp_sr_ukernel_select(CONVPOOL_FLOAT32, isa);
   const size_t mr = (size_t)uk->mr, nr = (size_t)uk->nr, tiles = TW;
   const size_t nblk = (tiles + nr - 1) / nr, t_alloc = nblk * nr;
@@ -139,11 +139,13 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < mr * cin * 9; i++)
       w[i] = (float)(wdist == 0 ? uniform(&r) : wdist == 1 ? normal(&r) : 2 * uniform(&r) - 1);
 
-    const size_t uf = cp_wino_weight_floats((int64_t)mr, (int64_t)cin, (int)mr, (int)mr);
+    const size_t uf =
+        cp_wino_weight_floats(&cp_wino_f43, (int64_t)mr, (int64_t)cin, (int)mr, (int)mr);
     float *u = xcalloc(uf, sizeof(float));
-    cp_wino_pack_weights(CONVPOOL_FLOAT32, w, (int64_t)mr, (int64_t)cin, (int)mr, (int)mr, u);
-    const float scale =
-        cp_wino_block_scale(CONVPOOL_FLOAT32, w, (int64_t)mr, (int64_t)cin, (int)mr, (int)mr, u, 0);
+    cp_wino_pack_weights(&cp_wino_f43, CONVPOOL_FLOAT32, w, (int64_t)mr, (int64_t)cin, (int)mr,
+                         (int)mr, u);
+    const float scale = cp_wino_block_scale(&cp_wino_f43, CONVPOOL_FLOAT32, w, (int64_t)mr,
+                                            (int64_t)cin, (int)mr, (int)mr, u, 0);
     const int block_direct = scale < 0; /* measured all the same, counted apart */
     direct_blocks += block_direct;
     const cp_wino_screen screen = {CP_WINO_RATIO,
@@ -165,7 +167,7 @@ int main(int argc, char **argv) {
     cp_wino_screen_tiles(sums, cp_wino_slices(cin), tiles * CP_WINO_SUMS, cin, tiles, TW, &screen,
                          flags);
     free(sums);
-    cp_wino_multiply(uk, uk, 1, u, uf / CP_WINO_POINTS, v, vs, cin, nblk, 0, 1, m);
+    cp_wino_multiply(&cp_wino_f43, uk, uk, 1, u, uf / CP_WINO_POINTS, v, vs, cin, nblk, 0, 1, m);
     t->output(m, t_alloc, mr, mr, tiles, TW, 0, 0, buf, buf_cols, buf_ld);
 
     stats *s = &st[si];

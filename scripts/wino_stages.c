@@ -41,7 +41,7 @@ int main(int argc, char **argv) {
   const cp_isa isa = cp_cpu_get()->isa;
   const cp_sr_ukernel *uk = cp_sr_ukernel_select(CONVPOOL_FLOAT32, isa);
   const cp_sr_ukernel *tail = cp_sr_ukernel_tail(uk, (int)(cout % (size_t)uk->mr));
-  const cp_wino_transforms *tr = cp_wino_transforms_select(isa);
+  const cp_wino_transforms *tr = cp_wino_transforms_select(&cp_wino_f43, isa);
   const size_t mr = (size_t)uk->mr, nr = (size_t)uk->nr, co_blocks = (cout + mr - 1) / mr;
   const size_t oh = h - 2, ow = w - 2, ph = oh / pool, pw = ow / pool;
   const size_t oh_used = ph * pool, ow_used = pw * pool;
@@ -58,10 +58,12 @@ int main(int argc, char **argv) {
   float *wt = xalloc(cout * cin * 9 * sizeof(float));
   for (size_t i = 0; i < cin * h * w; i++) x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f;
   for (size_t i = 0; i < cout * cin * 9; i++) wt[i] = (float)((i * 40503u) % 1000) / 1000.0f - 0.5f;
-  const size_t uf = cp_wino_weight_floats((int64_t)cout, (int64_t)cin, (int)mr, tail->mr);
+  const size_t uf =
+      cp_wino_weight_floats(&cp_wino_f43, (int64_t)cout, (int64_t)cin, (int)mr, tail->mr);
   float *u = xalloc(uf * sizeof(float));
   double t0 = now();
-  cp_wino_pack_weights(CONVPOOL_FLOAT32, wt, (int64_t)cout, (int64_t)cin, (int)mr, tail->mr, u);
+  cp_wino_pack_weights(&cp_wino_f43, CONVPOOL_FLOAT32, wt, (int64_t)cout, (int64_t)cin, (int)mr,
+                       tail->mr, u);
   const double t_weights = now() - t0;
   float *panel = xalloc((cin * cs + 64) * sizeof(float));
   float *v = xalloc(nblk * CP_WINO_POINTS * vs * sizeof(float));
@@ -118,8 +120,8 @@ int main(int argc, char **argv) {
         for (size_t cb0 = 0; cb0 < co_blocks; cb0 += pass) {
           const size_t cb1 = cb0 + pass < co_blocks ? cb0 + pass : co_blocks;
           double s3 = now();
-          cp_wino_multiply(uk, tail, (int64_t)co_blocks, u, uf / CP_WINO_POINTS, v, vs, cin, nblk,
-                           (int64_t)cb0, (int64_t)cb1, m);
+          cp_wino_multiply(&cp_wino_f43, uk, tail, (int64_t)co_blocks, u, uf / CP_WINO_POINTS, v,
+                           vs, cin, nblk, (int64_t)cb0, (int64_t)cb1, m);
           double s4 = now();
           st[2] += s4 - s3;
           for (size_t cb = cb0; cb < cb1; cb++) {

@@ -184,6 +184,7 @@ static convpool_status cp_op_create(const convpool_layer *public_layer, const vo
     return st;
   cp_algo_setup setup;
   memset(&setup, 0, sizeof setup);
+  setup.auto_choice = o->algo == CONVPOOL_ALGO_AUTO;
   if ((st = algo->setup(&layer, cpu, &setup)) != CONVPOOL_SUCCESS) return st;
   const size_t mr = (size_t)setup.co_block;
   const size_t bias_bytes = ((size_t)c_out + mr - 1) / mr * mr * sizeof(float);
@@ -509,7 +510,8 @@ convpool_status convpool_op_describe(const convpool_op *op, int64_t batch, int64
   if (pl.handed_over != NULL) {
     const size_t used = strlen(choice);
     snprintf(choice + used, sizeof choice - used,
-             "auto           %s hands this run to %s (too little work for its transforms)\n",
+             "auto           %s hands this run to %s (a measured rule: README, \"Choosing the "
+             "algorithm\")\n",
              pl.handed_over->name, pl.algo->name);
   }
   cp_plan_describe(&pl, op->layer.dtype, choice,

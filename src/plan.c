@@ -427,10 +427,10 @@ static convpool_status cp_plan_run(const cp_layer *layer, const cp_algorithm *al
   if ((st = cp_plan_shape(layer, batch, height, width, pl)) != CONVPOOL_SUCCESS) return st;
   const cp_cpu *cpu = cp_cpu_get();
   pl->algo = algo;
-  if (auto_choice && algo->hands_over != NULL &&
-      algo->hands_over(layer, cp_blocking_for(setup->isa), batch, pl->oh, pl->ow)) {
-    pl->handed_over = algo;
-    pl->algo = algo->hand_over_to;
+  if (auto_choice && algo->hands_over != NULL) {
+    const cp_algorithm *to =
+        algo->hands_over(layer, cp_blocking_for(setup->isa), batch, pl->oh, pl->ow);
+    if (to != NULL) pl->handed_over = algo, pl->algo = to;
   }
   pl->setup = setup;
   pl->cfg = cp_blocking_for(setup->isa);

@@ -68,6 +68,10 @@ typedef struct cp_algo_setup {
      where the layer's epilogue pools that layout, epilogue.h: lanes_row);
      0: channel rows */
   int lanes;
+  /* set before the setup: auto chose the algorithm, so its runs may be
+     handed over (cp_algorithm.hands_over) and the setup packs what the
+     hand-over's algorithm reads too */
+  int auto_choice;
   cp_isa isa;          /* ISA of the kernels it chose */
   const char *kernel;  /* name of its main kernel */
   cp_algo_state state; /* the algorithm's own: its kernels, its weight layout */

@@ -358,6 +358,7 @@ done <<LIST
 --groups 2|conv groups = 2 must be >= 1 and divide c_in = 5 and c_out = 7
 --impl winograd --stride 2|stride = 2
 --impl winograd --in-channels 7 --groups 7|groups = 7
+--impl winograd2x3 --dilation 2|dilation = 2
 --impl sr --dilation 2|dilation = 2
 --residual=1|unknown option '--residual=1'
 --ceil-mode=1|unknown option '--ceil-mode=1'
@@ -419,13 +420,19 @@ grep -q '^algorithm      shift-reduce (sr)' "$tmp/stemp.out" || { echo "auto did
 # ---- Winograd on small images: a batch's images side by side in one item, the same
 # bytes as items of one image each (--rows-per-item keeps the images apart), on 1 and 2
 # threads; with a residual, conv padding 2 (the border tiles' direct path), a batch that
-# leaves a shorter last group, and 16-bit data. Auto takes Winograd for 8 images of
-# 512 -> 512 channels at 12x12 and hands images of 7x7 (every tile at a corner, which
-# the range rule flags on real activations) to shift-reduce, one or eight ----
+# leaves a shorter last group, and 16-bit data; both tile sizes. Auto takes Winograd
+# F(4x4,3x3) for 8 images of 512 -> 512 channels at 12x12, hands 8 images of 7x7 (every
+# F(4x4,3x3) tile at a corner, which the range rule flags on real activations) to
+# shift-reduce, and one image of 7x7 or 14x14 (U of 8 MiB or more for at most 16 tiles)
+# to F(2x2,3x3); not one of 128 -> 128 channels (U 2.3 MiB) or 8 images ----
 deep="--in-channels 512 --out-channels 512 --padding 1 --pool 1 --iters 1 --warmup 0 --show-tiling"
-"$cli" $deep --height 12 --width 12 --batch 8 | grep -q '^algorithm      winograd' || { echo "auto did not take Winograd for 8 images at 12x12"; fail=1; }
+"$cli" $deep --height 12 --width 12 --batch 8 | grep -q '^algorithm      winograd (' || { echo "auto did not take Winograd for 8 images at 12x12"; fail=1; }
 "$cli" $deep --height 7 --width 7 --batch 8 | grep -q '^algorithm      shift-reduce' || { echo "auto did not hand 8 images at 7x7 to shift-reduce"; fail=1; }
-"$cli" $deep --height 7 --width 7 --batch 1 | grep -q '^algorithm      shift-reduce' || { echo "auto did not hand 1 image at 7x7 to shift-reduce"; fail=1; }
+"$cli" $deep --height 7 --width 7 --batch 1 | grep -q '^algorithm      winograd2x3' || { echo "auto did not hand 1 image at 7x7 to winograd2x3"; fail=1; }
+"$cli" $deep --height 14 --width 14 --batch 1 | grep -q '^algorithm      winograd2x3' || { echo "auto did not hand 1 image at 14x14 to winograd2x3"; fail=1; }
+"$cli" $deep --height 14 --width 14 --batch 8 | grep -q '^algorithm      winograd (' || { echo "auto handed 8 images at 14x14 over"; fail=1; }
+"$cli" $deep --in-channels 128 --out-channels 128 --height 14 --width 14 | grep -q '^algorithm      winograd (' ||
+  { echo "auto handed 128 -> 128 at 14x14 over"; fail=1; }
 # V's budget grows with U (36 MiB here): the 7 tile rows of a 28x28 image in one item,
 # U streamed once, not 6 + 1 rows in two items
 "$cli" $deep --height 28 --width 28 --impl winograd | grep -q '^work items     .* x row groups 1 x ' ||
@@ -434,15 +441,17 @@ for side in "--batch 8 --in-channels 48 --out-channels 13 --height 7 --width 7 -
             "--batch 5 --in-channels 24 --out-channels 9 --height 6 --width 5 --padding 2 --pool 2 --pool-padding 1 --ceil-mode --residual" \
             "--batch 9 --in-channels 600 --out-channels 12 --height 7 --width 6 --padding 1 --pool 3 --pool-stride 2" \
             "--dtype bfloat16 --batch 3 --in-channels 40 --out-channels 17 --height 5 --width 7 --padding 1 --pool 1"; do
-  "$cli" $side --iters 1 --warmup 0 --impl winograd --show-tiling --dump-dir "$tmp/sbs" >"$tmp/sbs.out" ||
-    { echo "side by side: run failed: $side"; fail=1; }
-  grep -q 'images side by side' "$tmp/sbs.out" || { echo "side by side: the images were not side by side: $side"; fail=1; }
-  "$cli" $side --iters 1 --warmup 0 --impl winograd --rows-per-item 1 --dump-dir "$tmp/sbs1" >/dev/null ||
-    { echo "side by side: one image per item failed: $side"; fail=1; }
-  "$cli" $side --iters 1 --warmup 0 --impl winograd --threads 1 --dump-dir "$tmp/sbs2" >/dev/null ||
-    { echo "side by side: 1 thread failed: $side"; fail=1; }
-  cmp -s "$tmp/sbs/out.bin" "$tmp/sbs1/out.bin" || { echo "side by side differs from one image per item: $side"; fail=1; }
-  cmp -s "$tmp/sbs/out.bin" "$tmp/sbs2/out.bin" || { echo "side by side differs on 1 thread: $side"; fail=1; }
+  for wino in winograd winograd2x3; do
+    "$cli" $side --iters 1 --warmup 0 --impl $wino --show-tiling --dump-dir "$tmp/sbs" >"$tmp/sbs.out" ||
+      { echo "side by side ($wino): run failed: $side"; fail=1; }
+    grep -q 'images side by side' "$tmp/sbs.out" || { echo "side by side ($wino): the images were not side by side: $side"; fail=1; }
+    "$cli" $side --iters 1 --warmup 0 --impl $wino --rows-per-item 1 --dump-dir "$tmp/sbs1" >/dev/null ||
+      { echo "side by side ($wino): one image per item failed: $side"; fail=1; }
+    "$cli" $side --iters 1 --warmup 0 --impl $wino --threads 1 --dump-dir "$tmp/sbs2" >/dev/null ||
+      { echo "side by side ($wino): 1 thread failed: $side"; fail=1; }
+    cmp -s "$tmp/sbs/out.bin" "$tmp/sbs1/out.bin" || { echo "side by side ($wino) differs from one image per item: $side"; fail=1; }
+    cmp -s "$tmp/sbs/out.bin" "$tmp/sbs2/out.bin" || { echo "side by side ($wino) differs on 1 thread: $side"; fail=1; }
+  done
 done
 
 # ---- CONVPOOL_VERBOSE: the library's lines on stderr, none without it ----

@@ -157,12 +157,12 @@ class Case:
 
     def declined_for(self):
         """The value the case's algorithm must decline, naming it, or None: Winograd
-        computes k = 3 with conv stride, dilation and groups 1; shift-reduce declines
+        (either tile size) computes k = 3 with conv stride, dilation and groups 1; shift-reduce declines
         dilation; depthwise computes groups = c_in only."""
         dilation = self.dilation if self.k > 1 else 1
         if self.impl == "depthwise" and self.groups != self.c_in:
             return f"groups = {self.groups}, C_in = {self.c_in}"
-        if self.impl == "winograd":
+        if self.impl in ("winograd", "winograd2x3"):
             for value, name in ((self.k, "k"), (self.stride, "stride"), (dilation, "dilation"),
                                 (self.groups, "groups")):
                 if value != (3 if name == "k" else 1):

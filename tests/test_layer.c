@@ -94,6 +94,11 @@ static void free_tensors(tensors *t) {
 
 static convpool_algo g_algo = CONVPOOL_ALGO_AUTO;
 
+/* Either Winograd tile size (the same rules, the same direct path). */
+static int winograd(convpool_algo a) {
+  return a == CONVPOOL_ALGO_WINOGRAD || a == CONVPOOL_ALGO_WINOGRAD_2X3;
+}
+
 /* What the algorithm under test must decline, and the value its message
    must name (into want): Winograd computes k = 3 with stride, dilation and
    groups 1; shift-reduce declines dilation (k > 1); depthwise computes
@@ -107,7 +112,7 @@ static int must_decline(const convpool_layer *l, char *want, size_t capacity) {
              (long long)l->c_in);
     return 1;
   }
-  if (g_algo == CONVPOOL_ALGO_WINOGRAD) {
+  if (winograd(g_algo)) {
     if (l->k != 3)
       snprintf(want, capacity, "k = %lld", (long long)l->k);
     else if (l->stride != 1)
@@ -807,8 +812,7 @@ static int check_data_case(const char *what, int64_t c_in, int64_t c_out, int64_
   size_t bad = 0, first = 0;
   for (size_t i = 0; ok && i < n; i++) {
     int good = close_enough(CONVPOOL_FLOAT32, y[i], ref[i], bound[i]) || !(bound[i] < FLT_MAX);
-    if (g_algo == CONVPOOL_ALGO_WINOGRAD && !isfinite(ys[i]))
-      good = (isnan(ys[i]) && isnan(y[i])) || ys[i] == y[i];
+    if (winograd(g_algo) && !isfinite(ys[i])) good = (isnan(ys[i]) && isnan(y[i])) || ys[i] == y[i];
     if (!good && bad++ == 0) first = i;
   }
   if (bad > 0) {
@@ -990,7 +994,7 @@ int main(int argc, char **argv) {
   if (!check_nonfinite(CONVPOOL_FLOAT16)) failures++;
   if (!check_nonfinite(CONVPOOL_BFLOAT16)) failures++;
   failures += check_huge_and_wide_data(&cases);
-  if (g_algo == CONVPOOL_ALGO_WINOGRAD) {
+  if (winograd(g_algo)) {
     cases += 3;
     if (!check_nonfinite_vs_sr(CONVPOOL_FLOAT32)) failures++;
     if (!check_nonfinite_vs_sr(CONVPOOL_FLOAT16)) failures++;

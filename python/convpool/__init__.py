@@ -424,8 +424,9 @@ class Operator:
              Runs of different operators on it take turns.
     impl     a name of impls(): "auto", "sr" (shift-reduce; no dilation),
              "im2col", "direct" (output channels in the lanes), "winograd"
-             (k = 3, stride, dilation and groups 1) or "depthwise" (groups =
-             C_in only).
+             (F(4x4,3x3): k = 3, stride, dilation and groups 1),
+             "winograd2x3" (F(2x2,3x3), the same layers) or "depthwise"
+             (groups = C_in only).
     rows_per_item  pooled rows per work item; 0 = the plan decides.
     padding  conv zero padding: int, (h, w) or (top, left, bottom, right).
     activation  None, "relu", "relu6" or a (min, max) clamp, applied to

@@ -122,14 +122,15 @@ typedef struct cp_algorithm {
      item is swept, its kernels and its buffers. */
   void (*describe)(const cp_plan *pl, char *text, size_t capacity);
 
-  /* Optional, when auto chose this algorithm: hands_over says (with a
-     measured rule) that a run of `layer` on `batch` images of oh x ow conv
-     outputs is faster with hand_over_to, which then computes the run from
-     this algorithm's setup and packed weights (their state and layout must
-     begin with hand_over_to's). NULL: every run is this algorithm's. */
-  int (*hands_over)(const cp_layer *layer, const cp_blocking *cfg, int64_t batch, int64_t oh,
-                    int64_t ow);
-  const struct cp_algorithm *hand_over_to;
+  /* Optional, when auto chose this algorithm: hands_over returns the
+     algorithm that computes a run of `layer` on `batch` images of oh x ow
+     conv outputs faster (a measured rule), or NULL to keep it. That one then
+     computes the run from this algorithm's setup and packed weights, which
+     hold what it reads (its setup state and weight layout begin as this
+     one's; the setup packs for the hand-over where setup->auto_choice). NULL
+     hook: every run is this algorithm's. */
+  const struct cp_algorithm *(*hands_over)(const cp_layer *layer, const cp_blocking *cfg,
+                                           int64_t batch, int64_t oh, int64_t ow);
 } cp_algorithm;
 
 /* Every algorithm, by name (algorithms.inc lists them). */

@@ -1,23 +1,29 @@
 /*
- * Winograd F(4x4, 3x3) (see winograd/winograd.h): per item, the input window
- * is packed into an fp32 panel (as for shift-reduce) and transformed into V,
- * 36 x (input channels x tiles); per pass over a few channel blocks, the
- * shift-reduce kernels with k = 1 multiply V by the transformed weights U of
- * each of the 36 points into M; per channel block, the output transform
- * writes the conv output into the tile buffer for the epilogue.
+ * Winograd F(4x4, 3x3) (the algorithm winograd) and F(2x2, 3x3)
+ * (winograd2x3), see winograd/winograd.h: per item, the input window is
+ * packed into an fp32 panel (as for shift-reduce) and transformed into V,
+ * points x (input channels x tiles) (36 or 16 points); per pass over a few
+ * channel blocks, a GEMM per point multiplies V by the transformed weights U
+ * into M; per channel block, the output transform writes the conv output
+ * into the tile buffer for the epilogue. F(4x4, 3x3)'s products run on the
+ * shift-reduce kernels with k = 1 (tiles in the lanes); F(2x2, 3x3)'s on the
+ * channels-in-lanes kernel (output channels in the lanes, each tile's V
+ * broadcast), which fills its register tile whatever the tile count.
  *
  * Tiles lie on one grid over the whole conv output (items start at conv
- * rows and columns that are multiples of 4), so every output is computed
- * from the same tile whatever the items and threads. A tile whose 6x6 input
- * holds a NaN or an Inf would spread it to outputs that do not see it, and
- * one whose input range is wide would spread its rounding errors to outputs
- * whose sum |x*w| is small; the range rule (winograd/winograd.h) flags both,
- * and such tiles are recomputed with the shift-reduce kernel (weights kept
- * in its blocked layout too): their outputs are bit for bit shift-reduce's.
+ * rows and columns that are multiples of the tile size), so every output is
+ * computed from the same tile whatever the items and threads. A tile whose
+ * input holds a NaN or an Inf would spread it to outputs that do not see it,
+ * and one whose input range is wide would spread its rounding errors to
+ * outputs whose sum |x*w| is small; the range rule (winograd/winograd.h)
+ * flags both, and such tiles are recomputed directly (F(4x4, 3x3): with the
+ * shift-reduce kernel, weights kept in its blocked layout too, bit for bit
+ * shift-reduce's outputs; F(2x2, 3x3): with its channels-in-lanes kernel).
  */
 #include <stdio.h>
 #include <string.h>
 
+#include "../kernels/cl-ukernel.h"
 #include "../winograd/winograd.h"
 #include "sr-kernels.h"
 
@@ -26,9 +32,16 @@
    packed weights. */
 typedef struct cp_wino_setup {
   cp_sr_setup sr;
-  size_t u_offset;     /* floats before U */
-  size_t u_floats;     /* floats of U */
-  size_t flags_offset; /* floats before the blocks' non-finite flags */
+  /* per tile size (cp_wino_kinds), where packed (u_floats > 0) */
+  size_t u_offset[2];     /* floats before U */
+  size_t u_floats[2];     /* floats of U */
+  size_t flags_offset[2]; /* floats before the blocks' non-finite flags */
+  /* F(2x2, 3x3) runs on the channels-in-lanes kernel: its products (output
+     channels in the lanes, a tile's V broadcast: any tile count fills the
+     register tile) and its direct tiles, whose weights lie [cb][c][9][MR]
+     at cl_offset; U and the flags are in blocks of its MR */
+  const cp_cl_ukernel *cl;
+  size_t cl_offset;
 } cp_wino_setup;
 CP_ALGO_STATE_FITS(cp_wino_setup);
 
@@ -36,48 +49,115 @@ static const cp_wino_setup *cp_wino_setup_of(const cp_plan *pl) {
   return CP_ALGO_STATE(const cp_wino_setup, pl->setup->state);
 }
 
-static const char *cp_wino_declines(const cp_layer *layer, const cp_cpu *cpu, char *why,
-                                    size_t capacity) {
-  (void)cpu;
+/* The tile sizes: F(4x4, 3x3) is the algorithm winograd's, F(2x2, 3x3)
+   winograd2x3's (auto's winograd packs both and hands small images to
+   winograd2x3: cp_wino_hands_over). */
+enum { CP_WINO_F43 = 0, CP_WINO_F23 = 1 };
+static const cp_wino_kind *const cp_wino_kinds[2] = {&cp_wino_f43, &cp_wino_f23};
+
+static int cp_wino_index(const cp_plan *pl) {
+  return pl->algo == &cp_algorithm_winograd2x3 ? CP_WINO_F23 : CP_WINO_F43;
+}
+
+static const cp_wino_kind *cp_wino_kind_of(const cp_plan *pl) {
+  return cp_wino_kinds[cp_wino_index(pl)];
+}
+
+static const char *cp_wino_declines_kind(const cp_wino_kind *kd, const cp_layer *layer, char *why,
+                                         size_t capacity) {
   if (layer->k != 3) {
-    snprintf(why, capacity, "Winograd F(4x4,3x3) computes 3x3 filters only (k = %lld)",
+    snprintf(why, capacity, "Winograd %s computes 3x3 filters only (k = %lld)", kd->name,
              (long long)layer->k);
     return why;
   }
   if (layer->conv_stride != 1 || layer->dilation != 1) {
     snprintf(why, capacity,
-             "Winograd F(4x4,3x3) computes stride 1 and dilation 1 only (stride = %lld, "
-             "dilation = %lld)",
-             (long long)layer->conv_stride, (long long)layer->dilation);
+             "Winograd %s computes stride 1 and dilation 1 only (stride = %lld, dilation = %lld)",
+             kd->name, (long long)layer->conv_stride, (long long)layer->dilation);
     return why;
   }
   if (layer->groups != 1) {
-    snprintf(why, capacity, "Winograd F(4x4,3x3) computes groups = 1 only (groups = %lld)",
+    snprintf(why, capacity, "Winograd %s computes groups = 1 only (groups = %lld)", kd->name,
              (long long)layer->groups);
     return why;
   }
   return NULL;
 }
 
+static const char *cp_wino_declines(const cp_layer *layer, const cp_cpu *cpu, char *why,
+                                    size_t capacity) {
+  (void)cpu;
+  return cp_wino_declines_kind(&cp_wino_f43, layer, why, capacity);
+}
+
+static const char *cp_wino2_declines(const cp_layer *layer, const cp_cpu *cpu, char *why,
+                                     size_t capacity) {
+  (void)cpu;
+  return cp_wino_declines_kind(&cp_wino_f23, layer, why, capacity);
+}
+
 /* fp32 kernels for every dtype: the transforms and the sums are fp32. The
-   packed weights: the blocked ones for the direct tiles, then U, then one
-   flag per channel block. */
-static convpool_status cp_wino_setup_layer(const cp_layer *layer, const cp_cpu *cpu,
+   packed weights: the blocked ones for the direct tiles, then for each tile
+   size packed (`kinds`, a mask of 1 << CP_WINO_F43 ...) its U and one flag
+   per channel block. */
+static convpool_status cp_wino_setup_kinds(const cp_layer *layer, const cp_cpu *cpu, unsigned kinds,
                                            cp_algo_setup *s) {
   const convpool_status st = cp_sr_setup_kernels(layer, cpu, CONVPOOL_FLOAT32, 1, s);
   if (st != CONVPOOL_SUCCESS) return st;
   cp_wino_setup *ws = CP_ALGO_STATE(cp_wino_setup, s->state);
-  const size_t mr = (size_t)ws->sr.uk->mr, blocks = ((size_t)layer->c_out + mr - 1) / mr;
-  ws->u_floats =
-      cp_wino_weight_floats(layer->c_out, layer->c_in, ws->sr.uk->mr, ws->sr.uk_tail->mr);
-  ws->u_offset = cp_round_up(s->packed_weight_bytes, CP_CACHE_LINE) / sizeof(float);
-  size_t ub;
-  if (ws->u_floats == 0 || !cp_add(ws->u_offset, ws->u_floats, &ws->flags_offset) ||
-      !cp_add(ws->flags_offset, blocks, &ub) || !cp_mul(ub, sizeof(float), &s->packed_weight_bytes))
-    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
-                   "weights [%lld, %lld, 3, 3] have a byte count that overflows",
-                   (long long)layer->c_out, (long long)layer->c_in);
+  const int f43 = kinds >> CP_WINO_F43 & 1;
+  ws->cl = cp_cl_ukernel_select(cpu->isa);
+  ws->cl_offset = 0;
+  if (!f43) { /* F(2x2, 3x3) alone: no shift-reduce weights; its kernel's blocks */
+    s->packed_weight_bytes = 0;
+    s->co_block = ws->cl->mr, s->positions = ws->cl->np, s->lanes = 0, s->kernel = ws->cl->name;
+  }
+  for (int i = 0; i < 2; i++) {
+    ws->u_floats[i] = ws->u_offset[i] = ws->flags_offset[i] = 0;
+    if (!(kinds >> i & 1)) continue;
+    const int mr = i == CP_WINO_F23 ? ws->cl->mr : ws->sr.uk->mr;
+    const int mr_tail = i == CP_WINO_F23 ? ws->cl->mr : ws->sr.uk_tail->mr;
+    const size_t blocks = ((size_t)layer->c_out + (size_t)mr - 1) / (size_t)mr;
+    ws->u_floats[i] =
+        cp_wino_weight_floats(cp_wino_kinds[i], layer->c_out, layer->c_in, mr, mr_tail);
+    ws->u_offset[i] = cp_round_up(s->packed_weight_bytes, CP_CACHE_LINE) / sizeof(float);
+    size_t ub, dw;
+    if (ws->u_floats[i] == 0 || !cp_add(ws->u_offset[i], ws->u_floats[i], &ws->flags_offset[i]) ||
+        !cp_add(ws->flags_offset[i], blocks, &ub) ||
+        !cp_mul(ub, sizeof(float), &s->packed_weight_bytes))
+      return cp_fail(CONVPOOL_INVALID_ARGUMENT,
+                     "weights [%lld, %lld, 3, 3] have a byte count that overflows",
+                     (long long)layer->c_out, (long long)layer->c_in);
+    if (i == CP_WINO_F23) { /* then the direct tiles' weights */
+      ws->cl_offset = cp_round_up(s->packed_weight_bytes, CP_CACHE_LINE) / sizeof(float);
+      if (!cp_mul(blocks * (size_t)mr, (size_t)layer->c_in * 9, &dw) ||
+          !cp_add(ws->cl_offset, dw, &dw) || !cp_mul(dw, sizeof(float), &s->packed_weight_bytes))
+        return cp_fail(CONVPOOL_INVALID_ARGUMENT,
+                       "weights [%lld, %lld, 3, 3] have a byte count that overflows",
+                       (long long)layer->c_out, (long long)layer->c_in);
+    }
+  }
   return CONVPOOL_SUCCESS;
+}
+
+/* winograd: F(4x4, 3x3), and F(2x2, 3x3) too where auto chose it (the runs
+   it hands to winograd2x3 read it). */
+static convpool_status cp_wino_setup_layer(const cp_layer *layer, const cp_cpu *cpu,
+                                           cp_algo_setup *s) {
+  return cp_wino_setup_kinds(layer, cpu,
+                             1u << CP_WINO_F43 | (s->auto_choice ? 1u << CP_WINO_F23 : 0), s);
+}
+
+static convpool_status cp_wino2_setup_layer(const cp_layer *layer, const cp_cpu *cpu,
+                                            cp_algo_setup *s) {
+  return cp_wino_setup_kinds(layer, cpu, 1u << CP_WINO_F23, s);
+}
+
+/* The run's channel blocks: F(2x2, 3x3)'s are its kernel's MR (the setup's
+   are shift-reduce's where auto's winograd hands the run over). */
+static void cp_wino_layout(cp_plan *pl) {
+  if (cp_wino_index(pl) == CP_WINO_F23) pl->co_block = cp_wino_setup_of(pl)->cl->mr;
+  pl->lanes = 0;
 }
 
 /* Per channel block, after U: cp_wino_block_scale's verdict, the block's
@@ -86,25 +166,42 @@ static convpool_status cp_wino_setup_layer(const cp_layer *layer, const cp_cpu *
    into every point; a U that overflows or is too large; uneven taps; fewer
    than CP_WINO_MIN_CHANNELS input channels). */
 static const float *cp_wino_block_flags(const cp_plan *pl, const float *packed) {
-  return packed + cp_wino_setup_of(pl)->flags_offset;
+  return packed + cp_wino_setup_of(pl)->flags_offset[cp_wino_index(pl)];
 }
 
 static int cp_wino_block_direct(const cp_plan *pl, const float *packed, int64_t cb) {
   return !(cp_wino_block_flags(pl, packed)[cb] >= 0.0f);
 }
 
-/* Blocked weights for the direct path first, then U, then the blocks' verdicts. */
+/* Blocked weights for the direct path first, then per tile size U and the
+   blocks' verdicts (and F(2x2, 3x3)'s direct weights). */
 static void cp_wino_pack_weights_all(const cp_layer *layer, const cp_algo_setup *s,
                                      const void *weights, float *packed) {
   const cp_wino_setup *ws = CP_ALGO_STATE(const cp_wino_setup, s->state);
-  const size_t mr = (size_t)ws->sr.uk->mr, blocks = ((size_t)layer->c_out + mr - 1) / mr;
-  float *flags = packed + ws->flags_offset;
-  cp_sr_pack_weights(layer, s, weights, packed);
-  cp_wino_pack_weights(layer->dtype, weights, layer->c_out, layer->c_in, ws->sr.uk->mr,
-                       ws->sr.uk_tail->mr, packed + ws->u_offset);
-  for (size_t cb = 0; cb < blocks; cb++)
-    flags[cb] = cp_wino_block_scale(layer->dtype, weights, layer->c_out, layer->c_in, ws->sr.uk->mr,
-                                    ws->sr.uk_tail->mr, packed + ws->u_offset, cb);
+  if (ws->u_floats[CP_WINO_F43] > 0) cp_sr_pack_weights(layer, s, weights, packed);
+  for (int i = 0; i < 2; i++) {
+    if (ws->u_floats[i] == 0) continue;
+    const int mr = i == CP_WINO_F23 ? ws->cl->mr : ws->sr.uk->mr;
+    const int mr_tail = i == CP_WINO_F23 ? ws->cl->mr : ws->sr.uk_tail->mr;
+    const size_t blocks = ((size_t)layer->c_out + (size_t)mr - 1) / (size_t)mr;
+    float *flags = packed + ws->flags_offset[i], *u = packed + ws->u_offset[i];
+    cp_wino_pack_weights(cp_wino_kinds[i], layer->dtype, weights, layer->c_out, layer->c_in, mr,
+                         mr_tail, u);
+    for (size_t cb = 0; cb < blocks; cb++)
+      flags[cb] = cp_wino_block_scale(cp_wino_kinds[i], layer->dtype, weights, layer->c_out,
+                                      layer->c_in, mr, mr_tail, u, cb);
+  }
+  if (ws->u_floats[CP_WINO_F23] > 0) { /* [cb][c][9][MR], zero past c_out */
+    const size_t mr = (size_t)ws->cl->mr, cin = (size_t)layer->c_in, cout = (size_t)layer->c_out;
+    float *to = packed + ws->cl_offset;
+    for (size_t cb = 0; cb < (cout + mr - 1) / mr; cb++)
+      for (size_t c = 0; c < cin; c++)
+        for (size_t t = 0; t < 9; t++)
+          for (size_t m = 0; m < mr; m++, to++) {
+            const size_t co = cb * mr + m;
+            *to = co < cout ? cp_load_elem(layer->dtype, weights, (co * cin + c) * 9 + t) : 0.0f;
+          }
+  }
 }
 
 /* The tiles of an item: those of the global grid that cover its conv region
@@ -112,7 +209,7 @@ static void cp_wino_pack_weights_all(const cp_layer *layer, const cp_algo_setup 
 typedef struct cp_wino_tiles {
   size_t ty0, tx0;       /* first tile row and column on the grid */
   size_t dy, dx;         /* the region's origin within the first tile */
-  size_t th, tw, tw_pad; /* tile rows, tiles per row, tiles per row rounded up to 4 */
+  size_t th, tw, tw_pad; /* tile rows, tiles per row, tiles per row rounded up (col_pad) */
   size_t tiles;          /* th * tw_pad: kernel lanes used */
   size_t nblk, t_alloc;  /* blocks of NR lanes, and their lanes */
   size_t slot, slots;    /* images side by side: slots of slot tile columns (0: one image) */
@@ -127,7 +224,9 @@ typedef struct cp_wino_plan {
   size_t sum_floats;            /* the range rule's sums of one slice, for the largest item */
   size_t pass;                  /* channel blocks multiplied per pass over V */
   const cp_sr_ukernel *uk;      /* the products' kernel: NR tiles of V per register tile */
-  const cp_sr_ukernel *uk_tail; /* and that of the last channel block */
+  const cp_sr_ukernel *uk_tail; /* and that of the last channel block (NULL: F(2x2, 3x3)'s
+                                   channels-in-lanes kernel) */
+  size_t nr;                    /* tiles per block of V */
   const cp_wino_transforms *tf;
 } cp_wino_plan;
 CP_ALGO_STATE_FITS(cp_wino_plan);
@@ -136,13 +235,14 @@ static const cp_wino_plan *cp_wino_plan_of(const cp_plan *pl) {
   return CP_ALGO_STATE(const cp_wino_plan, pl->state);
 }
 
-/* Tiles per register tile of the products (the lanes of V's blocks). */
+/* Tiles per block of V (per register tile of the shift-reduce products). */
 static size_t cp_wino_nr(const cp_plan *pl) {
-  return (size_t)cp_wino_plan_of(pl)->uk->nr;
+  return cp_wino_plan_of(pl)->nr;
 }
 
 /* Positions per register tile of the direct kernel (tiles flagged non-finite). */
 static size_t cp_wino_direct_nr(const cp_plan *pl) {
+  if (cp_wino_index(pl) == CP_WINO_F23) return (size_t)cp_wino_setup_of(pl)->cl->np;
   return (size_t)cp_wino_setup_of(pl)->sr.uk->nr;
 }
 
@@ -164,9 +264,14 @@ static size_t cp_wino_direct_nr(const cp_plan *pl) {
 static void cp_wino_choose_products(cp_plan *pl, size_t tiles) {
   cp_wino_plan *wp = CP_ALGO_STATE(cp_wino_plan, pl->state);
   const cp_sr_setup *s = &cp_wino_setup_of(pl)->sr;
-  const int lanes =
-      cp_wino_transforms_select(pl->setup->isa)->lanes; /* V's blocks hold whole groups */
+  const int lanes = cp_wino_transforms_select(cp_wino_kind_of(pl), pl->setup->isa)
+                        ->lanes; /* V's blocks hold whole groups */
   const double narrow_cost = pl->c_in >= CP_WINO_WIDE_C_IN ? CP_WINO_NARROW_COST : 1.0;
+  if (cp_wino_index(pl) == CP_WINO_F23) { /* V's blocks: a vector group, 8 tiles at least */
+    wp->uk = wp->uk_tail = NULL;
+    wp->nr = lanes > 8 ? (size_t)lanes : 8;
+    return;
+  }
   wp->uk = s->uk, wp->uk_tail = s->uk_tail;
   for (int nr = s->uk->nr / 2; nr >= lanes && nr % lanes == 0; nr /= 2) {
     const cp_sr_ukernel *uk = cp_sr_ukernel_with_nr(s->uk, nr);
@@ -178,6 +283,7 @@ static void cp_wino_choose_products(cp_plan *pl, size_t tiles) {
       break;
     wp->uk = uk, wp->uk_tail = tail;
   }
+  wp->nr = (size_t)wp->uk->nr;
 }
 
 /*
@@ -189,9 +295,10 @@ static void cp_wino_choose_products(cp_plan *pl, size_t tiles) {
  * channels at 28x28 (U 36 MiB), Zen 5, 2 threads, one image: 7 tile rows of
  * V 4.6 MiB in one item instead of 6 + 1 in two, 6.06 -> 5.27 ms (median).
  */
-static double cp_wino_v_budget(const cp_blocking *cfg, int64_t c_in, int64_t c_out) {
+static double cp_wino_v_budget(const cp_wino_kind *kd, const cp_blocking *cfg, int64_t c_in,
+                               int64_t c_out) {
   const double configured = (double)cfg->wino_v_kib * 1024;
-  const double u = CP_WINO_POINTS * (double)c_in * (double)c_out * sizeof(float);
+  const double u = kd->points_n * (double)c_in * (double)c_out * sizeof(float);
   return u / 4 > configured ? u / 4 : configured;
 }
 
@@ -208,41 +315,50 @@ static double cp_wino_v_budget(const cp_blocking *cfg, int64_t c_in, int64_t c_o
  * the same sums and flags: the same bytes as items of one image.
  */
 static size_t cp_wino_slot(const cp_plan *pl) {
-  return ((size_t)pl->conv_cols + 3) / CP_WINO_M + 1;
+  const size_t m = (size_t)cp_wino_kind_of(pl)->m;
+  return ((size_t)pl->conv_cols + m - 1) / m + 1;
 }
 
 /* Images per item for a batch of conv outputs oh x ow (1: one): all of the
    batch where side by side wastes fewer lanes than alone and an image's
    tiles fill less than 16 lanes, halved until V fits its budget. */
-static int64_t cp_wino_images(const cp_blocking *cfg, int64_t c_in, int64_t c_out, int64_t batch,
-                              int64_t oh, int64_t ow) {
-  const int64_t th = (oh + 3) / CP_WINO_M, tw = (ow + 3) / CP_WINO_M;
-  const int64_t alone = (tw + 3) / 4 * 4;
-  if (batch < 2 || th * alone > 16 || alone <= tw + 1) return 1;
+static int64_t cp_wino_images(const cp_wino_kind *kd, const cp_blocking *cfg, int64_t c_in,
+                              int64_t c_out, int64_t batch, int64_t oh, int64_t ow) {
+  const int64_t m = kd->m, pad = kd->col_pad;
+  const int64_t th = (oh + m - 1) / m, tw = (ow + m - 1) / m;
+  const int64_t alone = (tw + pad - 1) / pad * pad;
+  if (batch < 2) return 1;
+  /* F(4x4, 3x3): where side by side wastes fewer lanes; F(2x2, 3x3), whose
+     products take any tile count: wherever V fits, for U streamed once */
+  if (kd->col_pad > 1 && (th * alone > 16 || alone <= tw + 1)) return 1;
   int64_t images = batch;
   for (; images > 1; images = (images + 1) / 2) {
-    const double lanes = (double)((th * ((images * (tw + 1) + 3) / 4 * 4) + 15) / 16 * 16);
-    if (CP_WINO_POINTS * (double)c_in * lanes * sizeof(float) <= cp_wino_v_budget(cfg, c_in, c_out))
+    const double lanes =
+        (double)((th * ((images * (tw + 1) + pad - 1) / pad * pad) + 15) / 16 * 16);
+    if (kd->points_n * (double)c_in * lanes * sizeof(float) <=
+        cp_wino_v_budget(kd, cfg, c_in, c_out))
       break;
   }
   return images;
 }
 
 static int64_t cp_wino_images_per_item(const cp_plan *pl) {
-  return cp_wino_images(pl->cfg, pl->c_in, pl->c_out, pl->batch, pl->oh, pl->ow);
+  return cp_wino_images(cp_wino_kind_of(pl), pl->cfg, pl->c_in, pl->c_out, pl->batch, pl->oh,
+                        pl->ow);
 }
 
 static cp_wino_tiles cp_wino_tiles_of_item(const cp_plan *pl, const cp_item *it) {
   cp_wino_tiles t;
-  const size_t nr = cp_wino_nr(pl);
-  t.ty0 = (size_t)it->y0 / CP_WINO_M, t.tx0 = (size_t)it->x0 / CP_WINO_M;
-  t.dy = (size_t)it->y0 % CP_WINO_M, t.dx = (size_t)it->x0 % CP_WINO_M;
-  t.th = ((size_t)(it->y0 + it->ny) + 3) / CP_WINO_M - t.ty0;
-  t.tw = ((size_t)(it->x0 + it->nx) + 3) / CP_WINO_M - t.tx0;
+  const cp_wino_kind *kd = cp_wino_kind_of(pl);
+  const size_t nr = cp_wino_nr(pl), m = (size_t)kd->m;
+  t.ty0 = (size_t)it->y0 / m, t.tx0 = (size_t)it->x0 / m;
+  t.dy = (size_t)it->y0 % m, t.dx = (size_t)it->x0 % m;
+  t.th = ((size_t)(it->y0 + it->ny) + m - 1) / m - t.ty0;
+  t.tw = ((size_t)(it->x0 + it->nx) + m - 1) / m - t.tx0;
   t.slot = 0, t.slots = 0;
   if (pl->images > 1) /* whole images side by side, a slot each */
     t.slot = cp_wino_slot(pl), t.slots = (size_t)it->nb, t.tw = t.slots * t.slot;
-  t.tw_pad = cp_round_up(t.tw, 4);
+  t.tw_pad = cp_round_up(t.tw, (size_t)kd->col_pad);
   t.tiles = t.th * t.tw_pad;
   t.nblk = (t.tiles + nr - 1) / nr;
   t.t_alloc = t.nblk * nr;
@@ -250,19 +366,22 @@ static cp_wino_tiles cp_wino_tiles_of_item(const cp_plan *pl, const cp_item *it)
 }
 
 /* Tile rows of the items starting at pooled row q (and tiles per row, padded
-   to 4, of those starting at pooled column q). */
+   to col_pad, of those starting at pooled column q). */
 static size_t cp_wino_th(const cp_plan *pl, int64_t q) {
   int64_t y0, ny;
+  const size_t m = (size_t)cp_wino_kind_of(pl)->m;
   const int64_t n = pl->ph - q < pl->group ? pl->ph - q : pl->group;
   cp_conv_span(q, n, pl->pool, pl->stride, pl->pool_pad[CP_TOP], pl->oh, &y0, &ny);
-  return ((size_t)(y0 + ny) + 3) / CP_WINO_M - (size_t)y0 / CP_WINO_M;
+  return ((size_t)(y0 + ny) + m - 1) / m - (size_t)y0 / m;
 }
 
 static size_t cp_wino_tw_pad(const cp_plan *pl, int64_t q) {
   int64_t x0, nx;
+  const cp_wino_kind *kd = cp_wino_kind_of(pl);
+  const size_t m = (size_t)kd->m;
   const int64_t n = pl->pw - q < pl->col_block ? pl->pw - q : pl->col_block;
   cp_conv_span(q, n, pl->pool, pl->stride, pl->pool_pad[CP_LEFT], pl->ow, &x0, &nx);
-  return cp_round_up(((size_t)(x0 + nx) + 3) / CP_WINO_M - (size_t)x0 / CP_WINO_M, 4);
+  return cp_round_up(((size_t)(x0 + nx) + m - 1) / m - (size_t)x0 / m, (size_t)kd->col_pad);
 }
 
 /* The most tile rows and tiles per row of any item of the plan's size. */
@@ -301,9 +420,10 @@ static cp_wino_side cp_wino_side_items(int64_t outputs, int64_t per_item) {
 /* Tiles of the unclipped conv span of the items starting at pooled output q
    (all items have at most this many). */
 static size_t cp_wino_tiles_unclipped(const cp_plan *pl, int64_t q, int64_t n, int64_t pad) {
+  const int64_t m = cp_wino_kind_of(pl)->m;
   const int64_t a = q * pl->stride - pad, b = (q + n - 1) * pl->stride - pad + pl->pool;
-  const int64_t lo = a >= 0 ? a / CP_WINO_M : -((-a + CP_WINO_M - 1) / CP_WINO_M);
-  const int64_t hi = b >= 0 ? (b + CP_WINO_M - 1) / CP_WINO_M : -(-b / CP_WINO_M);
+  const int64_t lo = a >= 0 ? a / m : -((-a + m - 1) / m);
+  const int64_t hi = b >= 0 ? (b + m - 1) / m : -(-b / m);
   return (size_t)(hi - lo);
 }
 
@@ -323,12 +443,12 @@ static cp_wino_tiles cp_wino_tiles_max(cp_plan *pl) {
     size_t tw = cp_wino_tw_pad(pl, cols.q[i]);
     if (i == cols.interior)
       tw = cp_round_up(cp_wino_tiles_unclipped(pl, cols.q[i], pl->col_block, pl->pool_pad[CP_LEFT]),
-                       4);
+                       (size_t)cp_wino_kind_of(pl)->col_pad);
     if (tw > t.tw_pad) t.tw_pad = tw;
   }
   if (pl->images > 1) /* the slots of a whole item */
     t.slot = cp_wino_slot(pl), t.slots = (size_t)pl->images,
-    t.tw_pad = cp_round_up(t.slots * t.slot, 4);
+    t.tw_pad = cp_round_up(t.slots * t.slot, (size_t)cp_wino_kind_of(pl)->col_pad);
   t.tw = t.tw_pad;
   t.tiles = t.th * t.tw_pad;
   cp_wino_choose_products(pl, t.tiles);
@@ -341,7 +461,7 @@ static cp_wino_tiles cp_wino_tiles_max(cp_plan *pl) {
 /* Channel blocks multiplied per pass over V: as many as M's budget holds. */
 static size_t cp_wino_pass(const cp_plan *pl, size_t t_alloc) {
   const size_t mr = (size_t)pl->co_block;
-  const size_t per = CP_WINO_POINTS * mr * t_alloc * sizeof(float);
+  const size_t per = (size_t)cp_wino_kind_of(pl)->points_n * mr * t_alloc * sizeof(float);
   size_t pass = ((size_t)pl->cfg->wino_m_kib << 10) / per;
   if (pass > (size_t)pl->co_blocks) pass = (size_t)pl->co_blocks;
   return pass > 0 ? pass : 1;
@@ -350,7 +470,7 @@ static size_t cp_wino_pass(const cp_plan *pl, size_t t_alloc) {
 /* Floats of V for an item's tiles. */
 static int cp_wino_v_floats(const cp_plan *pl, const cp_wino_tiles *t, size_t *n) {
   const size_t vs = cp_wino_v_stride((size_t)pl->c_in, cp_wino_nr(pl));
-  return cp_mul(t->nblk, CP_WINO_POINTS, n) && cp_mul(*n, vs, n);
+  return cp_mul(t->nblk, (size_t)cp_wino_kind_of(pl)->points_n, n) && cp_mul(*n, vs, n);
 }
 
 /*
@@ -360,11 +480,12 @@ static int cp_wino_v_floats(const cp_plan *pl, const cp_wino_tiles *t, size_t *n
  */
 static int cp_wino_geometry(cp_plan *pl) {
   cp_wino_plan *wp = CP_ALGO_STATE(cp_wino_plan, pl->state);
+  const cp_wino_kind *kd = cp_wino_kind_of(pl);
   const cp_wino_tiles t = cp_wino_tiles_max(pl);
-  const size_t nr = cp_wino_direct_nr(pl), mr = (size_t)pl->co_block;
-  const size_t line = CP_CACHE_LINE / 4;
-  const size_t ld = CP_WINO_M * t.tw_pad + 4, rows = CP_WINO_M * t.th + 2;
-  size_t cs, raw, flags, n, conv, m;
+  const size_t nr = cp_wino_direct_nr(pl), mr = (size_t)pl->co_block, m = (size_t)kd->m;
+  const size_t points = (size_t)kd->points_n, line = CP_CACHE_LINE / 4;
+  const size_t ld = m * t.tw_pad + (size_t)kd->reach, rows = m * t.th + 2;
+  size_t cs, raw, flags, n, conv, mf;
   if (!cp_mul(rows, ld, &cs)) return 0;
   cs = cp_round_up(cs, line);
   if ((cs / line) % 2 == 0) cs += line; /* spread the channels over the L1 sets */
@@ -375,7 +496,7 @@ static int cp_wino_geometry(cp_plan *pl) {
   flags = cp_round_up(t.tiles, CP_CACHE_LINE) / sizeof(float);
   wp->slices = cp_wino_slices((size_t)pl->c_in);
   size_t sums;
-  if (!cp_mul(t.tiles, CP_WINO_SUMS, &wp->sum_floats) ||
+  if (!cp_mul(t.tiles, (size_t)kd->sums, &wp->sum_floats) ||
       !cp_mul(wp->slices, wp->sum_floats = cp_round_up(wp->sum_floats, line), &sums) ||
       !cp_add(raw, wp->v_floats, &n) || !cp_add(n, sums, &n) || !cp_add(n, flags, &n) ||
       !cp_mul(n, sizeof(float), &pl->panel_bytes))
@@ -384,12 +505,15 @@ static int cp_wino_geometry(cp_plan *pl) {
   wp->panel.floats = raw; /* what the packer fills (and zeroes) */
   wp->max = t;
   wp->pass = cp_wino_pass(pl, t.t_alloc);
-  wp->tf = cp_wino_transforms_select(pl->setup->isa);
-  pl->buf_row_ld = CP_WINO_M * t.tw_pad;
-  pl->buf_image_cols = CP_WINO_M * t.slot;
-  pl->buf_cols = CP_WINO_M * t.th * pl->buf_row_ld;
-  if (!cp_mul(mr, pl->buf_cols, &conv) || !cp_mul(wp->pass * CP_WINO_POINTS * mr, t.t_alloc, &m) ||
-      !cp_add(cp_round_up(conv, line), m, &n) || !cp_add(n, mr * nr, &n) ||
+  wp->tf = cp_wino_transforms_select(kd, pl->setup->isa);
+  pl->buf_row_ld = m * t.tw_pad;
+  pl->buf_image_cols = m * t.slot;
+  pl->buf_cols = m * t.th * pl->buf_row_ld;
+  const size_t partial = cp_wino_index(pl) == CP_WINO_F23
+                             ? cp_wino_cl_partial_floats(cp_wino_setup_of(pl)->cl, t.tiles)
+                             : 0; /* F(2x2, 3x3)'s products' partial sums */
+  if (!cp_mul(mr, pl->buf_cols, &conv) || !cp_mul(wp->pass * points * mr, t.t_alloc, &mf) ||
+      !cp_add(cp_round_up(conv, line), mf, &n) || !cp_add(n, mr * nr + partial, &n) ||
       !cp_mul(n, sizeof(float), &pl->buf_bytes))
     return 0;
   return 1;
@@ -398,17 +522,19 @@ static int cp_wino_geometry(cp_plan *pl) {
 /* Items advance by whole tiles of the global grid, and by whole loads of
    four tiles along the row (config.c). */
 static void cp_wino_item_units(const cp_plan *pl, int64_t *rows, int64_t *cols) {
-  *rows = CP_WINO_M;
+  *rows = cp_wino_kind_of(pl)->m;
   *cols = pl->cfg->wino_col_unit;
 }
 
 /* V within its budget (cp_wino_v_budget); an item of one row unit of tiles
    always fits. */
 static int cp_wino_fits(const cp_plan *pl) {
-  const int64_t stride_gcd = pl->stride % 4 == 0 ? 4 : pl->stride % 2 == 0 ? 2 : 1;
-  const int64_t row_unit = CP_WINO_M / stride_gcd; /* lcm(4, stride) / stride pooled rows */
+  const cp_wino_kind *kd = cp_wino_kind_of(pl);
+  const int64_t m = kd->m;
+  const int64_t stride_gcd = pl->stride % m == 0 ? m : pl->stride % 2 == 0 ? 2 : 1;
+  const int64_t row_unit = m / stride_gcd; /* lcm(m, stride) / stride pooled rows */
   return pl->group <= row_unit || (double)cp_wino_plan_of(pl)->v_floats * sizeof(float) <=
-                                      cp_wino_v_budget(pl->cfg, pl->c_in, pl->c_out);
+                                      cp_wino_v_budget(kd, pl->cfg, pl->c_in, pl->c_out);
 }
 
 /* Modelled cost per pooled output, in kernel lanes, over all items of a
@@ -417,8 +543,11 @@ static int cp_wino_fits(const cp_plan *pl) {
 static double cp_wino_cost(const cp_plan *pl) {
   const cp_sr_setup *s = &cp_wino_setup_of(pl)->sr;
   const size_t nr = cp_wino_nr(pl);
-  const double co = (double)((pl->co_blocks - 1) * s->uk->mr + s->uk_tail->mr);
-  const double per_point = CP_WINO_POINTS * (double)pl->c_in * co;
+  const double co = cp_wino_index(pl) == CP_WINO_F23
+                        ? (double)pl->co_blocks * pl->co_block
+                        : (double)((pl->co_blocks - 1) * s->uk->mr + s->uk_tail->mr);
+  const cp_wino_kind *kd = cp_wino_kind_of(pl);
+  const double m = kd->m, per_point = kd->points_n * (double)pl->c_in * co;
   double lanes = 0, copy = 0, items = 0;
   const cp_wino_side rows = cp_wino_side_items(pl->ph, pl->group);
   const cp_wino_side cols = cp_wino_side_items(pl->pw, pl->col_block);
@@ -428,7 +557,7 @@ static double cp_wino_cost(const cp_plan *pl) {
       const size_t tw = cp_wino_tw_pad(pl, cols.q[j]);
       const double weight = (double)rows.weight[i] * (double)cols.weight[j];
       lanes += weight * (double)((th * tw + nr - 1) / nr * nr);
-      copy += weight * (double)(CP_WINO_M * th + 2) * (double)(CP_WINO_M * tw + 2);
+      copy += weight * (m * (double)th + 2) * (m * (double)tw + 2);
       items += weight;
     }
   }
@@ -465,18 +594,20 @@ static unsigned char *cp_wino_flags(const cp_plan *pl, const float *panel) {
 static unsigned cp_wino_flag_border(const cp_plan *pl, const cp_wino_tiles *t,
                                     unsigned char *flags) {
   const int64_t *pad = pl->pad;
+  const cp_wino_kind *kd = cp_wino_kind_of(pl);
+  const size_t m = (size_t)kd->m;
   if (pad[CP_TOP] <= 1 && pad[CP_LEFT] <= 1 && pad[CP_BOTTOM] <= 1 && pad[CP_RIGHT] <= 1) return 0;
   unsigned any = 0;
   for (size_t tr = 0; tr < t->th; tr++) {
-    const int64_t y = (int64_t)(CP_WINO_M * (t->ty0 + tr)) - pad[CP_TOP]; /* first input row */
+    const int64_t y = (int64_t)(m * (t->ty0 + tr)) - pad[CP_TOP]; /* first input row */
     const int rows_out =
-        (pad[CP_TOP] > 1 && y < 0) || (pad[CP_BOTTOM] > 1 && y + CP_WINO_ALPHA > pl->height);
+        (pad[CP_TOP] > 1 && y < 0) || (pad[CP_BOTTOM] > 1 && y + kd->alpha > pl->height);
     for (size_t tc = 0; tc < t->tw; tc++) {
       const size_t lc = t->slot > 0 ? tc % t->slot : tc; /* in its image */
       if (t->slot > 0 && lc + 1 == t->slot) continue;    /* a slot's last: no outputs */
-      const int64_t x = (int64_t)(CP_WINO_M * (t->tx0 + lc)) - pad[CP_LEFT];
+      const int64_t x = (int64_t)(m * (t->tx0 + lc)) - pad[CP_LEFT];
       const int out = rows_out || (pad[CP_LEFT] > 1 && x < 0) ||
-                      (pad[CP_RIGHT] > 1 && x + CP_WINO_ALPHA > pl->width);
+                      (pad[CP_RIGHT] > 1 && x + kd->alpha > pl->width);
       if (out) flags[tr * t->tw_pad + tc] = 1, any = 1;
     }
   }
@@ -495,8 +626,9 @@ static cp_wino_screen cp_wino_screen_of(const cp_run *r, const cp_wino_tiles *t)
   sc.ratio = CP_WINO_RATIO;
   sc.ratio_sum = CP_WINO_RATIO_SUM;
   sc.limit = cp_wino_limit(u_max);
-  sc.rows = pl->oh - 4 * (int64_t)t->ty0;
-  sc.cols = pl->ow - 4 * (int64_t)t->tx0;
+  const int64_t m = cp_wino_kind_of(pl)->m;
+  sc.rows = pl->oh - m * (int64_t)t->ty0;
+  sc.cols = pl->ow - m * (int64_t)t->tx0;
   sc.slot = (int64_t)t->slot, sc.slots = (int64_t)t->slots;
   return sc;
 }
@@ -511,13 +643,14 @@ static void cp_wino_pack_slice(const cp_run *r, const cp_item *it, float *panel,
   const size_t c_in = (size_t)pl->c_in, c0 = slice * CP_WINO_SLICE;
   const size_t c1 = c0 + CP_WINO_SLICE < c_in ? c0 + CP_WINO_SLICE : c_in;
   /* the input of every tile: inside the input or zero, whatever the item */
-  const int64_t iy0 = (int64_t)(CP_WINO_M * t.ty0) - pl->pad[CP_TOP];
-  const int64_t ix0 = (int64_t)(CP_WINO_M * t.tx0) - pl->pad[CP_LEFT];
-  const size_t rows = CP_WINO_M * t.th + 2;
+  const size_t m = (size_t)cp_wino_kind_of(pl)->m;
+  const int64_t iy0 = (int64_t)(m * t.ty0) - pl->pad[CP_TOP];
+  const int64_t ix0 = (int64_t)(m * t.tx0) - pl->pad[CP_LEFT];
+  const size_t rows = m * t.th + 2;
   if (t.slot == 0) {
-    cp_pack_panel_steps(&src, iy0, rows, ix0, CP_WINO_M * t.tw + 2, c0, c1, &wp->panel, panel);
+    cp_pack_panel_steps(&src, iy0, rows, ix0, m * t.tw + 2, c0, c1, &wp->panel, panel);
   } else { /* each image in its slot, zeros past the last slot and below the rows */
-    const size_t width = CP_WINO_M * t.slot, used = t.slots * width;
+    const size_t width = m * t.slot, used = t.slots * width;
     const size_t ld = wp->panel.ld, cs = wp->panel.cs;
     for (size_t j = 0; j < t.slots; j++) {
       const cp_panel_src image = cp_panel_src_of(r, it->b + (int64_t)j);
@@ -545,8 +678,9 @@ static unsigned cp_wino_screen_item(const cp_run *r, const cp_item *it, const fl
   const cp_wino_plan *wp = cp_wino_plan_of(pl);
   const cp_wino_tiles t = cp_wino_tiles_of_item(pl, it);
   const cp_wino_screen screen = cp_wino_screen_of(r, &t);
-  const size_t flagged = cp_wino_screen_tiles(cp_wino_sums(pl, panel), wp->slices, wp->sum_floats,
-                                              (size_t)pl->c_in, t.tiles, t.tw_pad, &screen, flags);
+  const size_t flagged =
+      cp_wino_kind_of(pl)->screen_tiles(cp_wino_sums(pl, panel), wp->slices, wp->sum_floats,
+                                        (size_t)pl->c_in, t.tiles, t.tw_pad, &screen, flags);
   return (flagged != 0) | cp_wino_flag_border(pl, &t, flags);
 }
 
@@ -590,30 +724,47 @@ static const float *cp_wino_pack_item(const cp_run *r, cp_item *it, float *panel
   return input;
 }
 
-/* Shift-reduce over the flagged tiles (every tile with `all`), into the tile buffer. */
+/*
+ * The direct path over the flagged tiles (every tile with `all`), into the
+ * tile buffer: runs of flagged tiles along a tile row, a register tile of
+ * conv positions of one row per kernel call. F(4x4, 3x3): the shift-reduce
+ * kernel (its blocked weights); F(2x2, 3x3): the channels-in-lanes kernel
+ * (its weights [cb][c][9][MR]).
+ */
 static void cp_wino_direct_tiles(const cp_run *r, const cp_wino_tiles *t, const float *panel,
                                  const unsigned char *flags, int64_t cb, size_t channels,
                                  float *buf, float *tile, int all) {
   const cp_plan *pl = r->pl;
   const cp_wino_plan *wp = cp_wino_plan_of(pl);
-  const float *w = cp_sr_block_weights(r, cb);
-  const cp_sr_ukernel_fn kernel = cp_sr_block_kernel(pl, cb);
-  const size_t nr = cp_wino_direct_nr(pl), ld = wp->panel.ld;
+  const cp_wino_setup *ws = cp_wino_setup_of(pl);
+  const int cl = cp_wino_index(pl) == CP_WINO_F23;
+  const size_t nr = cp_wino_direct_nr(pl), ld = wp->panel.ld, cs = wp->panel.cs;
+  const size_t c_in = (size_t)pl->c_in, m = (size_t)cp_wino_kind_of(pl)->m;
+  const float *w = cl ? r->packed + ws->cl_offset + (size_t)cb * c_in * 9 * (size_t)ws->cl->mr
+                      : cp_sr_block_weights(r, cb);
+  const cp_sr_ukernel_fn kernel = cl ? NULL : cp_sr_block_kernel(pl, cb);
+  ptrdiff_t off[9], pos[CP_CL_MAX_NP];
+  for (size_t i = 0; i < 9; i++) off[i] = (ptrdiff_t)((i / 3) * ld + i % 3);
   for (size_t tr = 0; tr < t->th; tr++)
     for (size_t tc = 0; tc < t->tw_pad; tc++) {
       if (!all && !flags[tr * t->tw_pad + tc]) continue;
-      const size_t x_begin = CP_WINO_M * tc;
+      const size_t x_begin = m * tc;
       while (tc < t->tw_pad && (all || flags[tr * t->tw_pad + tc])) tc++;
-      const size_t x_end = CP_WINO_M * tc; /* a run of flagged tiles */
-      for (size_t y = CP_WINO_M * tr; y < CP_WINO_M * tr + CP_WINO_M; y++) {
+      const size_t x_end = m * tc; /* a run of flagged tiles */
+      for (size_t y = m * tr; y < m * tr + m; y++) {
         if (y < t->dy) continue;
         for (size_t x = x_begin; x < x_end; x += nr) {
-          kernel(panel + y * ld + x, wp->panel.cs, ld, (size_t)pl->c_in, 3, w, tile, nr, 0, NULL);
           const size_t n = x_end - x < nr ? x_end - x : nr, skip = x < t->dx ? t->dx - x : 0;
-          for (size_t m = 0; m < channels; m++)
+          if (cl) { /* positions past the run: its last one again (read, not stored) */
+            for (size_t p = 0; p < nr; p++) pos[p] = (ptrdiff_t)(y * ld + x + (p < n ? p : n - 1));
+            ws->cl->fn(panel, cs, pos, off, 9, c_in, w, NULL, 1, tile, nr, n);
+          } else {
+            kernel(panel + y * ld + x, cs, ld, c_in, 3, w, tile, nr, 0, NULL);
+          }
+          for (size_t k = 0; k < channels; k++)
             for (size_t i = skip; i < n; i++)
-              buf[m * pl->buf_cols + (y - t->dy) * pl->buf_row_ld + x + i - t->dx] =
-                  tile[m * nr + i];
+              buf[k * pl->buf_cols + (y - t->dy) * pl->buf_row_ld + x + i - t->dx] =
+                  tile[k * nr + i];
         }
       }
     }
@@ -625,41 +776,62 @@ static const float *cp_wino_compute_block(const cp_run *r, const cp_item *it, co
   const cp_wino_plan *wp = cp_wino_plan_of(pl);
   const cp_wino_setup *ws = cp_wino_setup_of(pl);
   const cp_wino_tiles t = cp_wino_tiles_of_item(pl, it);
-  const size_t mr = (size_t)ws->sr.uk->mr, nr = cp_wino_nr(pl);
-  const size_t per_block = CP_WINO_POINTS * mr * t.t_alloc;
+  const cp_wino_kind *kd = cp_wino_kind_of(pl);
+  const int kind = cp_wino_index(pl);
+  const size_t mr = (size_t)pl->co_block, nr = cp_wino_nr(pl), points = (size_t)kd->points_n;
+  const size_t per_block = points * mr * t.t_alloc, c_in = (size_t)pl->c_in;
+  const size_t vs = cp_wino_v_stride(c_in, nr), u_xi = ws->u_floats[kind] / points;
+  const float *u = r->packed + ws->u_offset[kind], *v = cp_wino_v(pl, panel);
   float *m = buf + cp_round_up(mr * pl->buf_cols, CP_CACHE_LINE / sizeof(float));
   const size_t j = (size_t)(cb - it->cb0) % wp->pass;
   if (j == 0) { /* a pass: the products of the next `pass` blocks */
     const int64_t cb1 = cb + (int64_t)wp->pass < it->cb1 ? cb + (int64_t)wp->pass : it->cb1;
-    cp_wino_multiply(wp->uk, wp->uk_tail, pl->co_blocks, r->packed + ws->u_offset,
-                     ws->u_floats / CP_WINO_POINTS, cp_wino_v(pl, panel),
-                     cp_wino_v_stride((size_t)pl->c_in, nr), (size_t)pl->c_in, t.nblk, cb, cb1, m);
+    if (kind == CP_WINO_F23)
+      cp_wino_multiply_cl(
+          kd, ws->cl, u, u_xi, v, vs, nr, c_in, t.tiles, t.t_alloc, cb, cb1, m,
+          m + wp->pass * points * mr * wp->max.t_alloc + mr * cp_wino_direct_nr(pl));
+    else
+      cp_wino_multiply(kd, wp->uk, wp->uk_tail, pl->co_blocks, u, u_xi, v, vs, c_in, t.nblk, cb,
+                       cb1, m);
   }
   const size_t left = (size_t)pl->c_out - (size_t)cb * mr, channels = left < mr ? left : mr;
   wp->tf->output(m + j * per_block, t.t_alloc, mr, channels, t.tiles, t.tw_pad, t.dy, t.dx, buf,
                  pl->buf_cols, pl->buf_row_ld);
   const int block_direct = cp_wino_block_direct(pl, r->packed, cb);
+  float *tile = m + wp->pass * points * mr * wp->max.t_alloc;
   if (it->flags || block_direct)
-    cp_wino_direct_tiles(r, &t, panel, it->aux, cb, channels, buf,
-                         m + wp->pass * CP_WINO_POINTS * mr * wp->max.t_alloc, block_direct);
+    cp_wino_direct_tiles(r, &t, panel, it->aux, cb, channels, buf, tile, block_direct);
   return buf;
 }
 
 static void cp_wino_describe(const cp_plan *pl, char *text, size_t capacity) {
   const cp_wino_plan *wp = cp_wino_plan_of(pl);
+  const cp_wino_kind *kd = cp_wino_kind_of(pl);
   const cp_wino_tiles *t = &wp->max;
   char sweep[512], side[96] = "";
   if (t->slot > 0)
     snprintf(side, sizeof side, ", %zu images side by side in slots of %zu tile columns", t->slots,
              t->slot);
-  snprintf(
-      sweep, sizeof sweep,
-      "fp32; F(4x4,3x3), points 0, +-5/8, +-3/2; up to %zu x %zu tiles per item%s (%zu lanes in "
-      "%zu blocks of %zu), V %zu KiB; products (%s) of %zu channel blocks per pass; transforms %s; "
-      "shift-reduce: tiles of wide range or padding > 1; uneven/huge filters",
-      t->th, t->tw, side, t->tiles, t->nblk, cp_wino_nr(pl), wp->v_floats * sizeof(float) >> 10,
-      wp->uk->name, wp->pass, wp->tf->name);
-  cp_sr_describe_tile(pl, (int64_t)(CP_WINO_M * t->th + 2), sweep, text, capacity);
+  snprintf(sweep, sizeof sweep,
+           "fp32; %s, points %s; up to %zu x %zu tiles per item%s (%zu lanes in %zu blocks of "
+           "%zu), V %zu KiB; products (%s) of %zu channel blocks per pass; transforms %s; "
+           "shift-reduce: tiles of wide range or padding > 1; uneven/huge filters",
+           kd->name, kd->points, t->th, t->tw, side, t->tiles, t->nblk, cp_wino_nr(pl),
+           wp->v_floats * sizeof(float) >> 10,
+           wp->uk != NULL ? wp->uk->name : cp_wino_setup_of(pl)->cl->name, wp->pass, wp->tf->name);
+  const int64_t input_rows = (int64_t)((size_t)kd->m * t->th + 2);
+  if (wp->uk != NULL) {
+    cp_sr_describe_tile(pl, input_rows, sweep, text, capacity);
+    return;
+  }
+  const cp_cl_ukernel *cl = cp_wino_setup_of(pl)->cl;
+  snprintf(text, capacity,
+           "register tile  %d output channels x %d tiles (%s); %lld channel blocks\n"
+           "panel          %lld pooled rows x %lld pooled columns: conv %lld rows (%lld input "
+           "rows) x %lld columns x %lld channels, %s\n",
+           cl->mr, cl->np, cl->name, (long long)pl->co_blocks, (long long)pl->group,
+           (long long)pl->col_block, (long long)pl->conv_rows, (long long)input_rows,
+           (long long)pl->conv_cols, (long long)pl->c_in, sweep);
 }
 
 /*
@@ -680,33 +852,88 @@ static void cp_wino_describe(const cp_plan *pl, char *text, size_t capacity) {
  * 13.5-18 with shift-reduce alone (Zen 3, 2 threads). Shift-reduce computes
  * those runs at every batch.
  */
-static int cp_wino_hands_over(const cp_layer *layer, const cp_blocking *cfg, int64_t batch,
-                              int64_t oh, int64_t ow) {
+/* Whether tile size kd has too little work in a run (the rule above). */
+static int cp_wino_too_small(const cp_wino_kind *kd, const cp_layer *layer, const cp_blocking *cfg,
+                             int64_t batch, int64_t oh, int64_t ow) {
+  const int64_t m = kd->m, th = (oh + m - 1) / m, tw = (ow + m - 1) / m;
   /* the tiles of an item's images are what one pass over U serves */
-  const double tiles = (double)((oh + 3) / CP_WINO_M) * (double)((ow + 3) / CP_WINO_M) *
-                       (double)cp_wino_images(cfg, layer->c_in, layer->c_out, batch, oh, ow);
-  const int corners_only = (oh + 3) / CP_WINO_M <= 2 && (ow + 3) / CP_WINO_M <= 2;
+  const double tiles = (double)th * (double)tw *
+                       (double)cp_wino_images(kd, cfg, layer->c_in, layer->c_out, batch, oh, ow);
+  const int corners_only = th <= 2 && tw <= 2;
   return corners_only || tiles < cfg->wino_min_tiles || layer->c_in < cfg->wino_min_c_in ||
          (double)batch * tiles * (double)layer->c_in * (double)layer->c_out < cfg->wino_min_work;
 }
+
+/*
+ * F(2x2, 3x3) instead of F(4x4, 3x3), a measured rule: for one image whose
+ * F(4x4, 3x3) tiles fill at most one 16-lane register tile (a conv output
+ * of 16x16 or less) and whose U is 8 MiB or more. Each byte of U then
+ * serves few products, U comes from memory (a network's layers read their
+ * weights once per pass), and F(2x2, 3x3)'s U is 16/36 of it. Zen 5, 2
+ * threads, benchmark runs (cold weights), F(4x4, 3x3) -> F(2x2, 3x3): 256 ->
+ * 256 at 14x14 0.83-0.87 -> 0.50-0.69 ms, 512 -> 512 at 14x14 2.12-2.18 ->
+ * 1.73-2.2, 512 -> 512 at 7x7 (handed to shift-reduce before, 1.09-1.12)
+ * 0.80-0.96. With the weights hot, and at 8 images where U stays in L3 from
+ * one image to the next, F(4x4, 3x3) is faster (256 -> 256 at 14x14, 8
+ * images: 3.1 against 5.7 ms; 512 -> 512 at 14x14, 8 images, 15.9 against
+ * 17.0; 128 -> 128 at 28x28, one image, 0.42 against 0.80).
+ */
+#define CP_WINO_F23_MAX_TILES 16
+#define CP_WINO_F23_MIN_U_BYTES (8.0 * 1024 * 1024)
+static int cp_wino_prefers_f23(const cp_layer *layer, int64_t batch, int64_t oh, int64_t ow) {
+  const double u43 = (double)CP_WINO_POINTS * (double)layer->c_in * (double)layer->c_out * 4;
+  return batch == 1 && ((oh + 3) / 4) * ((ow + 3) / 4) <= CP_WINO_F23_MAX_TILES &&
+         u43 >= CP_WINO_F23_MIN_U_BYTES;
+}
+
+static const cp_algorithm *cp_wino_hands_over(const cp_layer *layer, const cp_blocking *cfg,
+                                              int64_t batch, int64_t oh, int64_t ow) {
+  const int f23 = cp_wino_prefers_f23(layer, batch, oh, ow);
+  if (cp_wino_too_small(f23 ? &cp_wino_f23 : &cp_wino_f43, layer, cfg, batch, oh, ow))
+    return &cp_algorithm_sr;
+  return f23 ? &cp_algorithm_winograd2x3 : NULL;
+}
+
+/* The hooks of both tile sizes (each reads its tile size from the plan). */
+/* clang-format off */
+#define CP_WINO_HOOKS                                     \
+  .pack_weights = cp_wino_pack_weights_all,               \
+  .layout = cp_wino_layout,                               \
+  .item_units = cp_wino_item_units,                       \
+  .geometry = cp_wino_geometry,                           \
+  .fits = cp_wino_fits,                                   \
+  .cost = cp_wino_cost,                                   \
+  .images_per_item = cp_wino_images_per_item,             \
+  .worth_splitting_to = cp_wino_worth_splitting_to,       \
+  .schedule = cp_wino_schedule,                           \
+  .prepare = cp_wino_prepare,                             \
+  .pack_item = cp_wino_pack_item,                         \
+  .compute_block = cp_wino_compute_block,                 \
+  .describe = cp_wino_describe
+/* clang-format on */
 
 const cp_algorithm cp_algorithm_winograd = {
     .name = "winograd",
     .id = CONVPOOL_ALGO_WINOGRAD,
     .declines = cp_wino_declines,
     .setup = cp_wino_setup_layer,
-    .pack_weights = cp_wino_pack_weights_all,
-    .item_units = cp_wino_item_units,
-    .geometry = cp_wino_geometry,
-    .fits = cp_wino_fits,
-    .cost = cp_wino_cost,
-    .images_per_item = cp_wino_images_per_item,
-    .worth_splitting_to = cp_wino_worth_splitting_to,
-    .schedule = cp_wino_schedule,
-    .prepare = cp_wino_prepare,
-    .pack_item = cp_wino_pack_item,
-    .compute_block = cp_wino_compute_block,
-    .describe = cp_wino_describe,
+    CP_WINO_HOOKS,
     .hands_over = cp_wino_hands_over,
-    .hand_over_to = &cp_algorithm_sr,
+};
+
+/* F(2x2, 3x3): the same algorithm on smaller tiles. Auto reaches it through
+   winograd's hand-over only (its auto_skips), where it is faster. */
+static const char *cp_wino2_auto_skips(const cp_layer *layer, const cp_cpu *cpu, char *why,
+                                       size_t capacity) {
+  (void)layer, (void)cpu, (void)why, (void)capacity;
+  return "winograd hands it the runs where it is faster (a measured rule)";
+}
+
+const cp_algorithm cp_algorithm_winograd2x3 = {
+    .name = "winograd2x3",
+    .id = CONVPOOL_ALGO_WINOGRAD_2X3,
+    .declines = cp_wino2_declines,
+    .auto_skips = cp_wino2_auto_skips,
+    .setup = cp_wino2_setup_layer,
+    CP_WINO_HOOKS,
 };

@@ -67,8 +67,10 @@ size_t cp_wino_screen_tiles(const float *sums, size_t slices, size_t slice_float
     int64_t tc = (int64_t)(n % tw_pad), cols = screen->cols;
     if (screen->slot > 0) /* a column of its image's slot; none past the last slot */
       cols = tc / screen->slot < screen->slots ? screen->cols : 0, tc %= screen->slot;
-    flags[n] = (unsigned char)cp_wino_screen_tile(
-        screen, c_in, s16, dmax, amax, screen->rows - 4 * (int64_t)(n / tw_pad), cols - 4 * tc);
+    const float l = (s16[0] + s16[3]) + (s16[12] + s16[15]); /* four windows that tile the 6x6 */
+    flags[n] =
+        (unsigned char)cp_wino_screen_tile(screen, c_in, 4, s16, l, dmax, amax,
+                                           screen->rows - 4 * (int64_t)(n / tw_pad), cols - 4 * tc);
     flagged += flags[n];
   }
   return flagged;
@@ -98,35 +100,58 @@ void cp_wino_output_scalar(const float *m, size_t t_alloc, size_t mr_stride, siz
     }
 }
 
-void cp_wino_multiply(const cp_sr_ukernel *uk, const cp_sr_ukernel *uk_tail, int64_t co_blocks,
-                      const float *u, size_t u_xi_stride, const float *v, size_t vs, size_t c_in,
-                      size_t nblk, int64_t cb0, int64_t cb1, float *m) {
+void cp_wino_multiply(const cp_wino_kind *kind, const cp_sr_ukernel *uk,
+                      const cp_sr_ukernel *uk_tail, int64_t co_blocks, const float *u,
+                      size_t u_xi_stride, const float *v, size_t vs, size_t c_in, size_t nblk,
+                      int64_t cb0, int64_t cb1, float *m) {
   const size_t nr = (size_t)uk->nr, mr = (size_t)uk->mr, t_alloc = nblk * nr;
-  for (size_t xi = 0; xi < CP_WINO_POINTS; xi++)
+  const size_t points = (size_t)kind->points_n;
+  for (size_t xi = 0; xi < points; xi++)
     for (int64_t cb = cb0; cb < cb1; cb++) {
       const cp_sr_ukernel_fn fn = cb + 1 == co_blocks ? uk_tail->fn : uk->fn;
       const float *w = u + xi * u_xi_stride + (size_t)cb * mr * c_in;
-      float *mx = m + ((size_t)(cb - cb0) * CP_WINO_POINTS + xi) * mr * t_alloc;
+      float *mx = m + ((size_t)(cb - cb0) * points + xi) * mr * t_alloc;
       for (size_t blk = 0; blk < nblk; blk++)
-        fn(v + (blk * CP_WINO_POINTS + xi) * vs, nr, 0, c_in, 1, w, mx + blk * nr, t_alloc, 0,
-           NULL);
+        fn(v + (blk * points + xi) * vs, nr, 0, c_in, 1, w, mx + blk * nr, t_alloc, 0, NULL);
     }
 }
 
-static const cp_wino_transforms cp_wino_impls[] = {
-    {"wino-f43-scalar", CP_ISA_SCALAR, 1, cp_wino_input_scalar, cp_wino_output_scalar},
-    {"wino-f43-avx2", CP_ISA_AVX2, 8, cp_wino_input_avx2, cp_wino_output_avx2},
-    {"wino-f43-avx512", CP_ISA_AVX512, 16, cp_wino_input_avx512, cp_wino_output_avx512},
-};
-
-const cp_wino_transforms *cp_wino_transforms_list(size_t *count) {
-  *count = sizeof cp_wino_impls / sizeof cp_wino_impls[0];
-  return cp_wino_impls;
-}
-
-const cp_wino_transforms *cp_wino_transforms_select(cp_isa isa) {
-  const cp_wino_transforms *best = &cp_wino_impls[0];
-  for (size_t i = 0; i < sizeof cp_wino_impls / sizeof cp_wino_impls[0]; i++)
-    if (cp_wino_impls[i].isa <= isa && cp_wino_impls[i].isa >= best->isa) best = &cp_wino_impls[i];
-  return best;
+void cp_wino_multiply_cl(const cp_wino_kind *kind, const cp_cl_ukernel *uk, const float *u,
+                         size_t u_xi_stride, const float *v, size_t vs, size_t nr, size_t c_in,
+                         size_t tiles, size_t t_alloc, int64_t cb0, int64_t cb1, float *m,
+                         float *partial) {
+  const size_t np = (size_t)uk->np, mr = (size_t)uk->mr, points = (size_t)kind->points_n;
+  const size_t kc = CP_WINO_CL_KC_FLOATS / mr; /* channels per pass over the tiles */
+  const ptrdiff_t tap = 0;
+  const size_t block = mr * c_in, groups = (tiles + np - 1) / np;
+  const size_t calls = groups * ((c_in + kc - 1) / kc);
+  const size_t share = (block / 16 + calls - 1) / calls * 16; /* floats prefetched per call */
+  for (size_t xi = 0; xi < points; xi++)
+    for (int64_t cb = cb0; cb < cb1; cb++) {
+      const float *w = u + xi * u_xi_stride + (size_t)cb * block;
+      /* the next block of U, a share before each call: its first reads come
+         from cache (U streams from memory once per item; measured, Zen 5,
+         one image of 512 -> 512 at 7x7 or 14x14: 5-10% faster) */
+      const float *next = cb + 1 < cb1      ? w + block
+                          : xi + 1 < points ? u + (xi + 1) * u_xi_stride + (size_t)cb0 * block
+                                            : NULL;
+      float *mx = m + ((size_t)(cb - cb0) * points + xi) * mr * t_alloc;
+      size_t call = 0;
+      for (size_t c0 = 0; c0 < c_in; c0 += kc) { /* U's channels c0.. stay in L1 for every group */
+        const size_t kn = c_in - c0 < kc ? c_in - c0 : kc, last = c0 + kn == c_in;
+        for (size_t g = 0; g < tiles; g += np, call++) {
+          for (size_t f = call * share; next != NULL && f < (call + 1) * share && f < block;
+               f += 16)
+            __builtin_prefetch(next + f, 0, 3);
+          ptrdiff_t pos[CP_CL_MAX_NP]; /* past the last tile: the last one again (read only) */
+          const size_t n = tiles - g < np ? tiles - g : np;
+          for (size_t p = 0; p < np; p++) {
+            const size_t t = g + (p < n ? p : n - 1);
+            pos[p] = (ptrdiff_t)((t / nr) * points * vs + t % nr);
+          }
+          uk->fn(v + xi * vs + c0 * nr, nr, pos, &tap, 1, kn, w + c0 * mr, partial + g * mr,
+                 c0 == 0, last ? mx + g : NULL, t_alloc, n);
+        }
+      }
+    }
 }

@@ -15,25 +15,13 @@
 #include <immintrin.h>
 
 #include "transform-1d.h"
+#include "transpose4.h"
 #include "winograd.h"
 
 #define CP_W_T CP_V
 #define CP_W_K(c) CP_W_SET1(c)
 #define CP_W_U (CP_VW / 4) /* tiles per loaded vector */
 #define CP_W_CHUNK 4       /* channels whose row transforms wait for their columns */
-
-/* In-lane 4x4 transpose of a0..a3 into o0..o3. */
-#define CP_W_TRANSPOSE4(a0, a1, a2, a3, o0, o1, o2, o3) \
-  do {                                                  \
-    const CP_V t0_ = CP_W_UNPACKLO(a0, a1);             \
-    const CP_V t1_ = CP_W_UNPACKHI(a0, a1);             \
-    const CP_V t2_ = CP_W_UNPACKLO(a2, a3);             \
-    const CP_V t3_ = CP_W_UNPACKHI(a2, a3);             \
-    o0 = CP_W_SHUF(t0_, t2_, 0x44);                     \
-    o1 = CP_W_SHUF(t0_, t2_, 0xEE);                     \
-    o2 = CP_W_SHUF(t1_, t3_, 0x44);                     \
-    o3 = CP_W_SHUF(t1_, t3_, 0xEE);                     \
-  } while (0)
 
 void CP_W_INPUT_FN(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles,
                    size_t tw_pad, size_t nr, float *v, size_t vs, float *sums) {

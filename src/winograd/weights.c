@@ -1,4 +1,4 @@
-/* The 1D matrices of F(4, 3) and the weight transform U = G g G^T, packed per point. */
+/* The 1D matrices of F(4, 3) and F(2, 3) and the weight transform U = G g G^T, packed per point. */
 #include <math.h>
 
 #include "../half.h"
@@ -39,10 +39,79 @@ const double cp_wino_g[CP_WINO_ALPHA][3] = {
     {0, 0, 1},
 };
 
-size_t cp_wino_weight_floats(int64_t c_out, int64_t c_in, int mr, int mr_tail) {
+/* F(2, 3) with points {0, 1, -1, inf}: the same construction. */
+static const double cp_wino2_bt[4][4] = {
+    {1, 0, -1, 0},
+    {0, 1, 1, 0},
+    {0, -1, 1, 0},
+    {0, 1, 0, -1},
+};
+static const double cp_wino2_at[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
+static const double cp_wino2_g[4][3] = {
+    {1, 0, 0},
+    {0.5, 0.5, 0.5},
+    {0.5, -0.5, 0.5},
+    {0, 0, 1},
+};
+
+static const cp_wino_transforms cp_wino_f43_impls[] = {
+    {"wino-f43-scalar", CP_ISA_SCALAR, 1, cp_wino_input_scalar, cp_wino_output_scalar},
+    {"wino-f43-avx2", CP_ISA_AVX2, 8, cp_wino_input_avx2, cp_wino_output_avx2},
+    {"wino-f43-avx512", CP_ISA_AVX512, 16, cp_wino_input_avx512, cp_wino_output_avx512},
+};
+
+static const cp_wino_transforms cp_wino_f23_impls[] = {
+    {"wino-f23-scalar", CP_ISA_SCALAR, 1, cp_wino_input_f23_scalar, cp_wino_output_f23_scalar},
+    {"wino-f23-avx2", CP_ISA_AVX2, 8, cp_wino_input_f23_avx2, cp_wino_output_f23_avx2},
+    {"wino-f23-avx512", CP_ISA_AVX512, 16, cp_wino_input_f23_avx512, cp_wino_output_f23_avx512},
+};
+
+const cp_wino_kind cp_wino_f43 = {
+    "F(4x4,3x3)",
+    "0, +-5/8, +-3/2, inf",
+    CP_WINO_M,
+    CP_WINO_ALPHA,
+    CP_WINO_POINTS,
+    CP_WINO_SUMS,
+    4,
+    4,
+    &cp_wino_bt[0][0],
+    &cp_wino_at[0][0],
+    &cp_wino_g[0][0],
+    cp_wino_f43_impls,
+    sizeof cp_wino_f43_impls / sizeof cp_wino_f43_impls[0],
+    cp_wino_screen_tiles,
+};
+
+const cp_wino_kind cp_wino_f23 = {
+    "F(2x2,3x3)",
+    "0, +-1, inf",
+    2,
+    4,
+    16,
+    17,
+    1,
+    2,
+    &cp_wino2_bt[0][0],
+    &cp_wino2_at[0][0],
+    &cp_wino2_g[0][0],
+    cp_wino_f23_impls,
+    sizeof cp_wino_f23_impls / sizeof cp_wino_f23_impls[0],
+    cp_wino_screen_tiles_f23,
+};
+
+const cp_wino_transforms *cp_wino_transforms_select(const cp_wino_kind *kind, cp_isa isa) {
+  const cp_wino_transforms *best = &kind->impls[0];
+  for (size_t i = 0; i < kind->impl_count; i++)
+    if (kind->impls[i].isa <= isa && kind->impls[i].isa >= best->isa) best = &kind->impls[i];
+  return best;
+}
+
+size_t cp_wino_weight_floats(const cp_wino_kind *kind, int64_t c_out, int64_t c_in, int mr,
+                             int mr_tail) {
   const size_t blocks = ((size_t)c_out + (size_t)mr - 1) / (size_t)mr;
   size_t n = (blocks - 1) * (size_t)mr + (size_t)mr_tail;
-  if (!cp_mul(n, (size_t)c_in, &n) || !cp_mul(n, CP_WINO_POINTS, &n)) return 0;
+  if (!cp_mul(n, (size_t)c_in, &n) || !cp_mul(n, (size_t)kind->points_n, &n)) return 0;
   return n;
 }
 
@@ -59,10 +128,13 @@ static double cp_wino_load(convpool_dtype dtype, const void *base, size_t i) {
  * same sum in the same order either way.
  */
 #define CP_WINO_PACK_M 16
-void cp_wino_pack_weights(convpool_dtype dtype, const void *weights, int64_t c_out, int64_t c_in,
-                          int mr, int mr_tail, float *u) {
+void cp_wino_pack_weights(const cp_wino_kind *kind, convpool_dtype dtype, const void *weights,
+                          int64_t c_out, int64_t c_in, int mr, int mr_tail, float *u) {
   const size_t cin = (size_t)c_in, blocks = ((size_t)c_out + (size_t)mr - 1) / (size_t)mr;
-  const size_t xi_stride = cp_wino_weight_floats(c_out, c_in, mr, mr_tail) / CP_WINO_POINTS;
+  const int alpha = kind->alpha;
+  const double(*gm)[3] = (const double(*)[3])kind->g;
+  const size_t xi_stride =
+      cp_wino_weight_floats(kind, c_out, c_in, mr, mr_tail) / (size_t)kind->points_n;
   for (size_t cb = 0; cb < blocks; cb++) {
     const size_t bmr = cb + 1 == blocks ? (size_t)mr_tail : (size_t)mr;
     for (size_t c = 0; c < cin; c++)
@@ -74,31 +146,32 @@ void cp_wino_pack_weights(convpool_dtype dtype, const void *weights, int64_t c_o
           for (size_t i = 0; i < 9; i++)
             g[i][m] = co < (size_t)c_out ? cp_wino_load(dtype, weights, (co * cin + c) * 9 + i) : 0;
         }
-        for (int r = 0; r < CP_WINO_ALPHA; r++) /* G g */
+        for (int r = 0; r < alpha; r++) /* G g */
           for (int j = 0; j < 3; j++)
             for (size_t m = 0; m < nm; m++)
-              t[r][j][m] = cp_wino_g[r][0] * g[j][m] + cp_wino_g[r][1] * g[3 + j][m] +
-                           cp_wino_g[r][2] * g[6 + j][m];
-        for (int r = 0; r < CP_WINO_ALPHA; r++) /* (G g) G^T */
-          for (int s = 0; s < CP_WINO_ALPHA; s++) {
-            float *to = u + (size_t)(r * CP_WINO_ALPHA + s) * xi_stride + cb * (size_t)mr * cin +
-                        c * bmr + m0;
+              t[r][j][m] = gm[r][0] * g[j][m] + gm[r][1] * g[3 + j][m] + gm[r][2] * g[6 + j][m];
+        for (int r = 0; r < alpha; r++) /* (G g) G^T */
+          for (int s = 0; s < alpha; s++) {
+            float *to =
+                u + (size_t)(r * alpha + s) * xi_stride + cb * (size_t)mr * cin + c * bmr + m0;
             for (size_t m = 0; m < nm; m++)
-              to[m] = (float)(t[r][0][m] * cp_wino_g[s][0] + t[r][1][m] * cp_wino_g[s][1] +
-                              t[r][2][m] * cp_wino_g[s][2]);
+              to[m] =
+                  (float)(t[r][0][m] * gm[s][0] + t[r][1][m] * gm[s][1] + t[r][2][m] * gm[s][2]);
           }
       }
   }
 }
 
-float cp_wino_block_scale(convpool_dtype dtype, const void *weights, int64_t c_out, int64_t c_in,
-                          int mr, int mr_tail, const float *u, size_t cb) {
+float cp_wino_block_scale(const cp_wino_kind *kind, convpool_dtype dtype, const void *weights,
+                          int64_t c_out, int64_t c_in, int mr, int mr_tail, const float *u,
+                          size_t cb) {
   const size_t cin = (size_t)c_in, blocks = ((size_t)c_out + (size_t)mr - 1) / (size_t)mr;
-  const size_t xi_stride = cp_wino_weight_floats(c_out, c_in, mr, mr_tail) / CP_WINO_POINTS;
+  const size_t points = (size_t)kind->points_n;
+  const size_t xi_stride = cp_wino_weight_floats(kind, c_out, c_in, mr, mr_tail) / points;
   const size_t bmr = cb + 1 == blocks ? (size_t)mr_tail : (size_t)mr;
   float u_max = 0.0f;
   if (c_in < CP_WINO_MIN_CHANNELS) return -1.0f;
-  for (size_t xi = 0; xi < CP_WINO_POINTS; xi++) {
+  for (size_t xi = 0; xi < points; xi++) {
     const float *ub = u + xi * xi_stride + cb * (size_t)mr * cin;
     for (size_t i = 0; i < cin * bmr; i++) {
       const float a = fabsf(ub[i]);

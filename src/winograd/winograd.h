@@ -1,5 +1,9 @@
 /*
- * Winograd F(4x4, 3x3): transforms and the multiply stage of one work item.
+ * Winograd F(4x4, 3x3) and F(2x2, 3x3): transforms and the multiply stage of
+ * one work item. What follows is written for F(4x4, 3x3); F(2x2, 3x3) (below,
+ * "F(2x2, 3x3)") is the same with 2x2 output tiles of 4x4 inputs (rows and
+ * columns 2 apart), 16 points and 17 sums per tile, and tiles per row not
+ * rounded up (its vector transforms load each tile's rows on their own).
  *
  * Points {0, +-5/8, +-3/2, inf} (oneDNN's choice; see README "Winograd" for
  * the accuracy measured against {0, +-1, +-2} and {0, +-1, +-1/2}):
@@ -45,6 +49,7 @@
 #include <stdint.h>
 
 #include "../internal.h"
+#include "../kernels/cl-ukernel.h"
 #include "../kernels/ukernel.h"
 
 #define CP_WINO_M 4     /* outputs per tile side */
@@ -60,16 +65,20 @@ extern const double cp_wino_bt[CP_WINO_ALPHA][CP_WINO_ALPHA]; /* B^T */
 extern const double cp_wino_at[CP_WINO_M][CP_WINO_ALPHA];     /* A^T */
 extern const double cp_wino_g[CP_WINO_ALPHA][3];              /* G   */
 
-/* Floats of U: packed_channels * c_in * 36, packed_channels counting the tail
-   block's MR; 0 on overflow. */
-size_t cp_wino_weight_floats(int64_t c_out, int64_t c_in, int mr, int mr_tail);
+struct cp_wino_kind;
+
+/* Floats of U: packed_channels * c_in * points, packed_channels counting the
+   tail block's MR; 0 on overflow. */
+size_t cp_wino_weight_floats(const struct cp_wino_kind *kind, int64_t c_out, int64_t c_in, int mr,
+                             int mr_tail);
 
 /*
  * U = G g G^T in double, rounded once to fp32, packed [xi][co_block][c][MR]
  * (zero past c_out). weights: [c_out, c_in, 3, 3] of dtype.
  */
-void cp_wino_pack_weights(convpool_dtype dtype, const void *weights, int64_t c_out, int64_t c_in,
-                          int mr, int mr_tail, float *u);
+void cp_wino_pack_weights(const struct cp_wino_kind *kind, convpool_dtype dtype,
+                          const void *weights, int64_t c_out, int64_t c_in, int mr, int mr_tail,
+                          float *u);
 
 /*
  * How channel block cb of U (packed by cp_wino_pack_weights from the same
@@ -82,8 +91,9 @@ void cp_wino_pack_weights(convpool_dtype dtype, const void *weights, int64_t c_o
  * taps of very different sizes) leaves an output's sum |x*w| far below what
  * the range rule assumes wherever the large inputs meet its small taps.
  */
-float cp_wino_block_scale(convpool_dtype dtype, const void *weights, int64_t c_out, int64_t c_in,
-                          int mr, int mr_tail, const float *u, size_t cb);
+float cp_wino_block_scale(const struct cp_wino_kind *kind, convpool_dtype dtype,
+                          const void *weights, int64_t c_out, int64_t c_in, int mr, int mr_tail,
+                          const float *u, size_t cb);
 
 /*
  * The range rule: which tiles the direct path computes (README "Winograd").
@@ -146,20 +156,20 @@ static inline float cp_wino_limit(float u_max) {
 }
 
 /*
- * The rule for one tile: s[16] its window sums (s[4p + q] for output (p, q)),
- * dmax its largest |d|, amax its largest A(p), up to rows x cols of its
- * outputs existing. Returns 1 to flag it. Tiles with no output (rows or
- * cols <= 0) are flagged only for a non-finite L.
+ * The rule for one tile of m x m outputs: s[m * m] its window sums (s[m * p
+ * + q] for output (p, q)), l its L, dmax its largest |d|, amax its largest
+ * A(p), up to rows x cols of its outputs existing. Returns 1 to flag it.
+ * Tiles with no output (rows or cols <= 0) are flagged only for a non-finite
+ * L.
  */
-static inline int cp_wino_screen_tile(const cp_wino_screen *sc, size_t c_in, const float s[16],
-                                      float dmax, float amax, int64_t rows, int64_t cols) {
-  const float l = (s[0] + s[3]) + (s[12] + s[15]); /* four windows that tile the 6x6 */
+static inline int cp_wino_screen_tile(const cp_wino_screen *sc, size_t c_in, int m, const float *s,
+                                      float l, float dmax, float amax, int64_t rows, int64_t cols) {
   if (!(l <= sc->limit)) return 1;
   float min_s = 0.0f;
   int any = 0;
-  for (int64_t p = 0; p < 4 && p < rows; p++)
-    for (int64_t q = 0; q < 4 && q < cols; q++) {
-      const float w = s[4 * p + q];
+  for (int64_t p = 0; p < m && p < rows; p++)
+    for (int64_t q = 0; q < m && q < cols; q++) {
+      const float w = s[m * p + q];
       if (!any || w < min_s) min_s = w;
       any = 1;
     }
@@ -204,6 +214,10 @@ static inline size_t cp_wino_slices(size_t c_in) {
 size_t cp_wino_screen_tiles(const float *sums, size_t slices, size_t slice_floats, size_t c_in,
                             size_t tiles, size_t tw_pad, const cp_wino_screen *screen,
                             unsigned char *flags);
+/* The same for F(2x2, 3x3): 2x2 outputs from 4x4 inputs, 17 sums per tile. */
+size_t cp_wino_screen_tiles_f23(const float *sums, size_t slices, size_t slice_floats, size_t c_in,
+                                size_t tiles, size_t tw_pad, const cp_wino_screen *screen,
+                                unsigned char *flags);
 
 /*
  * Output transform of channels [0, mr) of M for tiles [0, tiles): Y = A^T M A
@@ -226,21 +240,67 @@ typedef struct cp_wino_transforms {
   cp_wino_output_fn output;
 } cp_wino_transforms;
 
-/* The transforms for an ISA (the best not above it). */
-const cp_wino_transforms *cp_wino_transforms_select(cp_isa isa);
+/*
+ * A tile size: F(m x m, 3x3) from alpha x alpha inputs, alpha = m + 2, with
+ * its matrices, its transforms and its range rule. The multiply stage and
+ * the weight transform read the sizes from here.
+ */
+typedef struct cp_wino_kind {
+  const char *name;   /* "F(4x4,3x3)" */
+  const char *points; /* "0, +-5/8, +-3/2, inf" */
+  int m, alpha;       /* outputs and inputs per tile side */
+  int points_n;       /* alpha * alpha: points, GEMMs of the multiply stage */
+  int sums;           /* floats of the range rule's sums per tile: points_n + 1 */
+  int col_pad;        /* tiles per row are rounded up to a multiple of this */
+  int reach;          /* panel row = m * tiles per row + reach (what the transforms read) */
+  const double *bt;   /* B^T, alpha x alpha */
+  const double *at;   /* A^T, m x alpha */
+  const double *g;    /* G, alpha x 3 */
+  const cp_wino_transforms *impls; /* portable first */
+  size_t impl_count;
+  /* cp_wino_screen_tiles for this kind's sums */
+  size_t (*screen_tiles)(const float *sums, size_t slices, size_t slice_floats, size_t c_in,
+                         size_t tiles, size_t tw_pad, const struct cp_wino_screen *screen,
+                         unsigned char *flags);
+} cp_wino_kind;
 
-/* Every implementation, portable first (for tests). */
-const cp_wino_transforms *cp_wino_transforms_list(size_t *count);
+extern const cp_wino_kind cp_wino_f43; /* F(4x4, 3x3) */
+extern const cp_wino_kind cp_wino_f23; /* F(2x2, 3x3) */
+
+/* The transforms of a kind for an ISA (the best not above it). */
+const cp_wino_transforms *cp_wino_transforms_select(const cp_wino_kind *kind, cp_isa isa);
 
 /*
  * The multiply stage for channel blocks [cb0, cb1) of the layer (co_blocks in
  * all; the last one uses uk_tail) over `nblk` blocks of NR tiles: for each
- * block cb, M_cb = m + (cb - cb0) * 36 * mr * t_alloc ([xi][MR][t_alloc],
- * t_alloc = nblk * NR).
+ * block cb, M_cb = m + (cb - cb0) * points * mr * t_alloc ([xi][MR][t_alloc],
+ * t_alloc = nblk * NR), points the kind's.
  */
-void cp_wino_multiply(const cp_sr_ukernel *uk, const cp_sr_ukernel *uk_tail, int64_t co_blocks,
-                      const float *u, size_t u_xi_stride, const float *v, size_t vs, size_t c_in,
-                      size_t nblk, int64_t cb0, int64_t cb1, float *m);
+void cp_wino_multiply(const cp_wino_kind *kind, const cp_sr_ukernel *uk,
+                      const cp_sr_ukernel *uk_tail, int64_t co_blocks, const float *u,
+                      size_t u_xi_stride, const float *v, size_t vs, size_t c_in, size_t nblk,
+                      int64_t cb0, int64_t cb1, float *m);
+
+/*
+ * The same on a channels-in-lanes kernel (cl-ukernel.h): U in blocks of its
+ * MR ([xi][cb][c][MR], u_xi_stride floats per point), V's `tiles` tiles read
+ * in groups of its NP (tile n at block n / nr, lane n % nr), and M_cb's
+ * rows t_alloc floats apart (M's lanes past `tiles` are not written). The
+ * channels run in passes of CP_WINO_CL_KC_FLOATS / MR, whose U stays in L1
+ * while every group of tiles multiplies it, the sums in between in
+ * `partial` (cp_wino_cl_partial_floats); the kernel's passes give the bits
+ * of one call.
+ */
+#define CP_WINO_CL_KC_FLOATS 4096
+void cp_wino_multiply_cl(const cp_wino_kind *kind, const cp_cl_ukernel *uk, const float *u,
+                         size_t u_xi_stride, const float *v, size_t vs, size_t nr, size_t c_in,
+                         size_t tiles, size_t t_alloc, int64_t cb0, int64_t cb1, float *m,
+                         float *partial);
+
+/* Floats of cp_wino_multiply_cl's partial sums for up to `tiles` tiles. */
+static inline size_t cp_wino_cl_partial_floats(const cp_cl_ukernel *uk, size_t tiles) {
+  return (tiles + (size_t)uk->np - 1) / (size_t)uk->np * (size_t)uk->np * (size_t)uk->mr;
+}
 
 /* Floats between V's [blk][xi] blocks for c_in channels and NR lanes. */
 static inline size_t cp_wino_v_stride(size_t c_in, size_t nr) {
@@ -259,6 +319,9 @@ static inline size_t cp_wino_v_stride(size_t c_in, size_t nr) {
 CP_WINO_DECLARE_TRANSFORMS(scalar)
 CP_WINO_DECLARE_TRANSFORMS(avx2)
 CP_WINO_DECLARE_TRANSFORMS(avx512)
+CP_WINO_DECLARE_TRANSFORMS(f23_scalar)
+CP_WINO_DECLARE_TRANSFORMS(f23_avx2)
+CP_WINO_DECLARE_TRANSFORMS(f23_avx512)
 #undef CP_WINO_DECLARE_TRANSFORMS
 
 #endif

@@ -658,7 +658,7 @@ class TestConvKeywords(unittest.TestCase):
             return f"groups = {groups}, C_in = {c_in}"
         if k > 1 and dilation > 1 and impl == "sr":
             return f"dilation = {dilation}"
-        if impl == "winograd":
+        if impl in ("winograd", "winograd2x3"):
             if k != 3:
                 return f"k = {k}"
             if stride != 1:
