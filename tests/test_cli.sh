@@ -421,13 +421,13 @@ grep -q '^algorithm      shift-reduce (sr)' "$tmp/stemp.out" || { echo "auto did
 # bytes as items of one image each (--rows-per-item keeps the images apart), on 1 and 2
 # threads; with a residual, conv padding 2 (the border tiles' direct path), a batch that
 # leaves a shorter last group, and 16-bit data; both tile sizes. Auto takes Winograd
-# F(4x4,3x3) for 8 images of 512 -> 512 channels at 12x12, hands 8 images of 7x7 (every
+# F(4x4,3x3) for 8 images of 512 -> 512 channels at 12x12; hands 7x7 images (every
 # F(4x4,3x3) tile at a corner, which the range rule flags on real activations) to
-# shift-reduce, and one image of 7x7 or 14x14 (U of 8 MiB or more for at most 16 tiles)
-# to F(2x2,3x3); not one of 128 -> 128 channels (U 2.3 MiB) or 8 images ----
+# F(2x2,3x3), one or eight, and one image of 14x14 (U of 8 MiB or more for at most 16
+# tiles); not one of 128 -> 128 channels (U 2.3 MiB) or 8 of 14x14 ----
 deep="--in-channels 512 --out-channels 512 --padding 1 --pool 1 --iters 1 --warmup 0 --show-tiling"
 "$cli" $deep --height 12 --width 12 --batch 8 | grep -q '^algorithm      winograd (' || { echo "auto did not take Winograd for 8 images at 12x12"; fail=1; }
-"$cli" $deep --height 7 --width 7 --batch 8 | grep -q '^algorithm      shift-reduce' || { echo "auto did not hand 8 images at 7x7 to shift-reduce"; fail=1; }
+"$cli" $deep --height 7 --width 7 --batch 8 | grep -q '^algorithm      winograd2x3' || { echo "auto did not hand 8 images at 7x7 to winograd2x3"; fail=1; }
 "$cli" $deep --height 7 --width 7 --batch 1 | grep -q '^algorithm      winograd2x3' || { echo "auto did not hand 1 image at 7x7 to winograd2x3"; fail=1; }
 "$cli" $deep --height 14 --width 14 --batch 1 | grep -q '^algorithm      winograd2x3' || { echo "auto did not hand 1 image at 14x14 to winograd2x3"; fail=1; }
 "$cli" $deep --height 14 --width 14 --batch 8 | grep -q '^algorithm      winograd (' || { echo "auto handed 8 images at 14x14 over"; fail=1; }

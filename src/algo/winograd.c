@@ -140,12 +140,44 @@ static convpool_status cp_wino_setup_kinds(const cp_layer *layer, const cp_cpu *
   return CONVPOOL_SUCCESS;
 }
 
-/* winograd: F(4x4, 3x3), and F(2x2, 3x3) too where auto chose it (the runs
-   it hands to winograd2x3 read it). */
+/*
+ * F(2x2, 3x3) instead of F(4x4, 3x3), a measured rule, where F(4x4, 3x3)'s
+ * U is 8 MiB or more: for one image whose F(4x4, 3x3) tiles fill at most
+ * one 16-lane register tile (a conv output of 16x16 or less), and for
+ * images of 8x8 or less at any batch. Each byte of U then serves few
+ * products, U comes from memory (a network's layers read their weights
+ * once per pass), and F(2x2, 3x3)'s U is 16/36 of it. Zen 5, 2 threads,
+ * benchmark runs (cold weights), F(4x4, 3x3) -> F(2x2, 3x3): 256 -> 256 at
+ * 14x14 0.83-0.87 -> 0.50-0.69 ms, 512 -> 512 at 14x14 2.12-2.18 ->
+ * 1.73-2.2, 512 -> 512 at 7x7 (handed to shift-reduce before, 1.09-1.12)
+ * 0.80-0.96. Images of 8x8 or less, all of whose F(4x4, 3x3) tiles lie at
+ * corners (cp_wino_hands_over), go side by side: 8 images of 512 -> 512 at
+ * 7x7, 7.2 ms with shift-reduce, 5.6 (benchmark); on ReLU'd normal data with
+ * the weights hot 8.0 and 6.9 (2 images: 1.70 and 1.71). With the weights
+ * hot, and at 8 images of 14x14, where U stays in L3 from one image to the
+ * next, F(4x4, 3x3)'s fewer products win (256 -> 256 at 14x14, 8 images: 3.1
+ * against 5.7 ms; 512 -> 512, 15.9 against 17.0; 128 -> 128 at 28x28, one
+ * image, 0.42 against 0.80).
+ */
+#define CP_WINO_F23_MAX_TILES 16
+#define CP_WINO_F23_MIN_U_BYTES (8.0 * 1024 * 1024)
+static double cp_wino_u43_bytes(const cp_layer *layer) {
+  return (double)CP_WINO_POINTS * (double)layer->c_in * (double)layer->c_out * sizeof(float);
+}
+
+static int cp_wino_prefers_f23(const cp_layer *layer, int64_t batch, int64_t oh, int64_t ow) {
+  const int64_t th = (oh + 3) / 4, tw = (ow + 3) / 4;
+  const int corners_only = th <= 2 && tw <= 2; /* F(4x4, 3x3) hands these to shift-reduce */
+  return (corners_only || (batch == 1 && th * tw <= CP_WINO_F23_MAX_TILES)) &&
+         cp_wino_u43_bytes(layer) >= CP_WINO_F23_MIN_U_BYTES;
+}
+
+/* winograd: F(4x4, 3x3), and F(2x2, 3x3) too where auto chose it and the
+   rule above can hand it runs (they read it). */
 static convpool_status cp_wino_setup_layer(const cp_layer *layer, const cp_cpu *cpu,
                                            cp_algo_setup *s) {
-  return cp_wino_setup_kinds(layer, cpu,
-                             1u << CP_WINO_F43 | (s->auto_choice ? 1u << CP_WINO_F23 : 0), s);
+  const int f23 = s->auto_choice && cp_wino_u43_bytes(layer) >= CP_WINO_F23_MIN_U_BYTES;
+  return cp_wino_setup_kinds(layer, cpu, 1u << CP_WINO_F43 | (f23 ? 1u << CP_WINO_F23 : 0), s);
 }
 
 static convpool_status cp_wino2_setup_layer(const cp_layer *layer, const cp_cpu *cpu,
@@ -862,28 +894,6 @@ static int cp_wino_too_small(const cp_wino_kind *kd, const cp_layer *layer, cons
   const int corners_only = th <= 2 && tw <= 2;
   return corners_only || tiles < cfg->wino_min_tiles || layer->c_in < cfg->wino_min_c_in ||
          (double)batch * tiles * (double)layer->c_in * (double)layer->c_out < cfg->wino_min_work;
-}
-
-/*
- * F(2x2, 3x3) instead of F(4x4, 3x3), a measured rule: for one image whose
- * F(4x4, 3x3) tiles fill at most one 16-lane register tile (a conv output
- * of 16x16 or less) and whose U is 8 MiB or more. Each byte of U then
- * serves few products, U comes from memory (a network's layers read their
- * weights once per pass), and F(2x2, 3x3)'s U is 16/36 of it. Zen 5, 2
- * threads, benchmark runs (cold weights), F(4x4, 3x3) -> F(2x2, 3x3): 256 ->
- * 256 at 14x14 0.83-0.87 -> 0.50-0.69 ms, 512 -> 512 at 14x14 2.12-2.18 ->
- * 1.73-2.2, 512 -> 512 at 7x7 (handed to shift-reduce before, 1.09-1.12)
- * 0.80-0.96. With the weights hot, and at 8 images where U stays in L3 from
- * one image to the next, F(4x4, 3x3) is faster (256 -> 256 at 14x14, 8
- * images: 3.1 against 5.7 ms; 512 -> 512 at 14x14, 8 images, 15.9 against
- * 17.0; 128 -> 128 at 28x28, one image, 0.42 against 0.80).
- */
-#define CP_WINO_F23_MAX_TILES 16
-#define CP_WINO_F23_MIN_U_BYTES (8.0 * 1024 * 1024)
-static int cp_wino_prefers_f23(const cp_layer *layer, int64_t batch, int64_t oh, int64_t ow) {
-  const double u43 = (double)CP_WINO_POINTS * (double)layer->c_in * (double)layer->c_out * 4;
-  return batch == 1 && ((oh + 3) / 4) * ((ow + 3) / 4) <= CP_WINO_F23_MAX_TILES &&
-         u43 >= CP_WINO_F23_MIN_U_BYTES;
 }
 
 static const cp_algorithm *cp_wino_hands_over(const cp_layer *layer, const cp_blocking *cfg,
