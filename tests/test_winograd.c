@@ -164,7 +164,9 @@ static void run_item(const cp_wino_kind *kd, const cp_wino_transforms *t, const 
   /* the tiles that cover rows x cols (the case's th x tw for F(4x4, 3x3)) */
   const size_t th = ((size_t)ic->rows + km - 1) / km, tw = ((size_t)ic->cols + km - 1) / km;
   const size_t tw_pad = (tw + pad - 1) / pad * pad, tiles = th * tw_pad;
-  const size_t nblk = (tiles + (size_t)nr - 1) / (size_t)nr, t_alloc = nblk * (size_t)nr;
+  const size_t nblk = (tiles + (size_t)nr - 1) / (size_t)nr;
+  const size_t np = cl ? (size_t)clk->np : 1; /* M's rows: whole groups of the kernel's tiles */
+  const size_t t_alloc = (nblk * (size_t)nr + np - 1) / np * np;
   const size_t ld = km * tw_pad + (size_t)kd->reach, prow = km * th + 2;
   const size_t cs = prow * ld + 16;
   const size_t cin = (size_t)ic->c_in, cout = (size_t)ic->c_out;
@@ -223,12 +225,11 @@ static void run_item(const cp_wino_kind *kd, const cp_wino_transforms *t, const 
     CHECK(bad > 0, "%s: spikes of %g flag no tile", t->name, (double)ic->spike);
   (void)want_flagged;
   const size_t mfloats = (size_t)co_blocks * points * (size_t)mr * t_alloc;
-  float *m = tu_xmalloc(mfloats * sizeof(float));
+  float *m = aligned_alloc(64, (mfloats * sizeof(float) + 63) / 64 * 64); /* as the scratch */
+  if (m == NULL) abort();
   if (cl) {
-    float *partial = tu_xmalloc(cp_wino_cl_partial_floats(clk, tiles) * sizeof(float));
     cp_wino_multiply_cl(kd, clk, u, uf / points, v, vs, (size_t)nr, cin, tiles, t_alloc, 0,
-                        co_blocks, m, partial);
-    free(partial);
+                        co_blocks, m);
   } else {
     cp_wino_multiply(kd, uk, tail, co_blocks, u, uf / points, v, vs, cin, nblk, 0, co_blocks, m);
   }
@@ -236,8 +237,9 @@ static void run_item(const cp_wino_kind *kd, const cp_wino_transforms *t, const 
   float *buf = tu_xmalloc((size_t)mr * buf_cols * sizeof(float));
   for (int cb = 0; cb < co_blocks; cb++) {
     const size_t mr_used = cb + 1 == co_blocks ? cout - (size_t)cb * (size_t)mr : (size_t)mr;
-    t->output(m + (size_t)cb * points * (size_t)mr * t_alloc, t_alloc, (size_t)mr, mr_used, tiles,
-              tw_pad, 0, 0, buf, buf_cols, buf_ld);
+    (cl ? t->output_cl : t->output)(m + (size_t)cb * points * (size_t)mr * t_alloc, t_alloc,
+                                    (size_t)mr, mr_used, tiles, tw_pad, 0, 0, buf, buf_cols,
+                                    buf_ld);
     for (size_t mm = 0; mm < mr_used; mm++) {
       const size_t co = (size_t)cb * (size_t)mr + mm;
       for (int y = 0; y < ic->rows; y++)

@@ -272,6 +272,13 @@ static size_t cp_wino_nr(const cp_plan *pl) {
   return cp_wino_plan_of(pl)->nr;
 }
 
+/* M's lanes per row for `lanes` lanes of V: F(2x2, 3x3)'s kernel writes
+   whole groups of NP tiles. */
+static size_t cp_wino_t_alloc(const cp_plan *pl, size_t lanes) {
+  if (cp_wino_index(pl) != CP_WINO_F23) return lanes;
+  return cp_round_up(lanes, (size_t)cp_wino_setup_of(pl)->cl->np);
+}
+
 /* Positions per register tile of the direct kernel (tiles flagged non-finite). */
 static size_t cp_wino_direct_nr(const cp_plan *pl) {
   if (cp_wino_index(pl) == CP_WINO_F23) return (size_t)cp_wino_setup_of(pl)->cl->np;
@@ -393,7 +400,7 @@ static cp_wino_tiles cp_wino_tiles_of_item(const cp_plan *pl, const cp_item *it)
   t.tw_pad = cp_round_up(t.tw, (size_t)kd->col_pad);
   t.tiles = t.th * t.tw_pad;
   t.nblk = (t.tiles + nr - 1) / nr;
-  t.t_alloc = t.nblk * nr;
+  t.t_alloc = cp_wino_t_alloc(pl, t.nblk * nr);
   return t;
 }
 
@@ -486,7 +493,7 @@ static cp_wino_tiles cp_wino_tiles_max(cp_plan *pl) {
   cp_wino_choose_products(pl, t.tiles);
   const size_t nr = cp_wino_nr(pl);
   t.nblk = (t.tiles + nr - 1) / nr;
-  t.t_alloc = t.nblk * nr;
+  t.t_alloc = cp_wino_t_alloc(pl, t.nblk * nr);
   return t;
 }
 
@@ -541,11 +548,8 @@ static int cp_wino_geometry(cp_plan *pl) {
   pl->buf_row_ld = m * t.tw_pad;
   pl->buf_image_cols = m * t.slot;
   pl->buf_cols = m * t.th * pl->buf_row_ld;
-  const size_t partial = cp_wino_index(pl) == CP_WINO_F23
-                             ? cp_wino_cl_partial_floats(cp_wino_setup_of(pl)->cl, t.tiles)
-                             : 0; /* F(2x2, 3x3)'s products' partial sums */
   if (!cp_mul(mr, pl->buf_cols, &conv) || !cp_mul(wp->pass * points * mr, t.t_alloc, &mf) ||
-      !cp_add(cp_round_up(conv, line), mf, &n) || !cp_add(n, mr * nr + partial, &n) ||
+      !cp_add(cp_round_up(conv, line), mf, &n) || !cp_add(n, mr * nr, &n) ||
       !cp_mul(n, sizeof(float), &pl->buf_bytes))
     return 0;
   return 1;
@@ -819,16 +823,15 @@ static const float *cp_wino_compute_block(const cp_run *r, const cp_item *it, co
   if (j == 0) { /* a pass: the products of the next `pass` blocks */
     const int64_t cb1 = cb + (int64_t)wp->pass < it->cb1 ? cb + (int64_t)wp->pass : it->cb1;
     if (kind == CP_WINO_F23)
-      cp_wino_multiply_cl(
-          kd, ws->cl, u, u_xi, v, vs, nr, c_in, t.tiles, t.t_alloc, cb, cb1, m,
-          m + wp->pass * points * mr * wp->max.t_alloc + mr * cp_wino_direct_nr(pl));
+      cp_wino_multiply_cl(kd, ws->cl, u, u_xi, v, vs, nr, c_in, t.tiles, t.t_alloc, cb, cb1, m);
     else
       cp_wino_multiply(kd, wp->uk, wp->uk_tail, pl->co_blocks, u, u_xi, v, vs, c_in, t.nblk, cb,
                        cb1, m);
   }
   const size_t left = (size_t)pl->c_out - (size_t)cb * mr, channels = left < mr ? left : mr;
-  wp->tf->output(m + j * per_block, t.t_alloc, mr, channels, t.tiles, t.tw_pad, t.dy, t.dx, buf,
-                 pl->buf_cols, pl->buf_row_ld);
+  (kind == CP_WINO_F23 ? wp->tf->output_cl : wp->tf->output)(
+      m + j * per_block, t.t_alloc, mr, channels, t.tiles, t.tw_pad, t.dy, t.dx, buf, pl->buf_cols,
+      pl->buf_row_ld);
   const int block_direct = cp_wino_block_direct(pl, r->packed, cb);
   float *tile = m + wp->pass * points * mr * wp->max.t_alloc;
   if (it->flags || block_direct)

@@ -106,3 +106,37 @@ void CP_W_OUTPUT_FN(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
     }
   }
 }
+
+void CP_W_OUTPUT_CL_FN(const float *m, size_t t_alloc, size_t mr_stride, size_t mr, size_t tiles,
+                       size_t tw_pad, size_t dy, size_t dx, float *buf, size_t buf_cols,
+                       size_t buf_ld) {
+  const size_t xs = t_alloc * mr_stride;
+  for (size_t n = 0; n < tiles; n++) {
+    const size_t y0 = (n / tw_pad) * 2, x0 = (n % tw_pad) * 2;
+    for (size_t c = 0; c < mr; c += CP_VW) { /* CP_VW channels of tile n at a time */
+      const float *mn = m + n * mr_stride + c;
+      CP_V t[4][2], y[2][2];
+      for (size_t r = 0; r < 4; r++) { /* A^T along each row of M */
+        const float *x = mn + 4 * r * xs;
+        CP_W2_OUTPUT_1D(CP_W_LOADU(x), CP_W_LOADU(x + xs), CP_W_LOADU(x + 2 * xs),
+                        CP_W_LOADU(x + 3 * xs), t[r][0], t[r][1]);
+      }
+      for (size_t q = 0; q < 2; q++) /* A^T along each column */
+        CP_W2_OUTPUT_1D(t[0][q], t[1][q], t[2][q], t[3][q], y[0][q], y[1][q]);
+      float lane[4][CP_VW];
+      CP_W_STOREU(lane[0], y[0][0]);
+      CP_W_STOREU(lane[1], y[0][1]);
+      CP_W_STOREU(lane[2], y[1][0]);
+      CP_W_STOREU(lane[3], y[1][1]);
+      const size_t nc = mr - c < CP_VW ? mr - c : CP_VW;
+      for (size_t r = 0; r < 2; r++) {
+        if (y0 + r < dy) continue; /* above the buffer's origin */
+        for (size_t q = 0; q < 2; q++) {
+          if (x0 + q < dx) continue;
+          float *to = buf + c * buf_cols + (y0 + r - dy) * buf_ld + x0 + q - dx;
+          for (size_t l = 0; l < nc; l++) to[l * buf_cols] = lane[2 * r + q][l];
+        }
+      }
+    }
+  }
+}

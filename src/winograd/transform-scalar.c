@@ -118,8 +118,7 @@ void cp_wino_multiply(const cp_wino_kind *kind, const cp_sr_ukernel *uk,
 
 void cp_wino_multiply_cl(const cp_wino_kind *kind, const cp_cl_ukernel *uk, const float *u,
                          size_t u_xi_stride, const float *v, size_t vs, size_t nr, size_t c_in,
-                         size_t tiles, size_t t_alloc, int64_t cb0, int64_t cb1, float *m,
-                         float *partial) {
+                         size_t tiles, size_t t_alloc, int64_t cb0, int64_t cb1, float *m) {
   const size_t np = (size_t)uk->np, mr = (size_t)uk->mr, points = (size_t)kind->points_n;
   const size_t kc = CP_WINO_CL_KC_FLOATS / mr; /* channels per pass over the tiles */
   const ptrdiff_t tap = 0;
@@ -135,22 +134,23 @@ void cp_wino_multiply_cl(const cp_wino_kind *kind, const cp_cl_ukernel *uk, cons
       const float *next = cb + 1 < cb1      ? w + block
                           : xi + 1 < points ? u + (xi + 1) * u_xi_stride + (size_t)cb0 * block
                                             : NULL;
-      float *mx = m + ((size_t)(cb - cb0) * points + xi) * mr * t_alloc;
+      float *mx = m + ((size_t)(cb - cb0) * points + xi) * t_alloc * mr;
       size_t call = 0;
       for (size_t c0 = 0; c0 < c_in; c0 += kc) { /* U's channels c0.. stay in L1 for every group */
-        const size_t kn = c_in - c0 < kc ? c_in - c0 : kc, last = c0 + kn == c_in;
+        const size_t kn = c_in - c0 < kc ? c_in - c0 : kc;
         for (size_t g = 0; g < tiles; g += np, call++) {
           for (size_t f = call * share; next != NULL && f < (call + 1) * share && f < block;
                f += 16)
             __builtin_prefetch(next + f, 0, 3);
-          ptrdiff_t pos[CP_CL_MAX_NP]; /* past the last tile: the last one again (read only) */
+          ptrdiff_t pos[CP_CL_MAX_NP]; /* past the last tile: the last one again */
           const size_t n = tiles - g < np ? tiles - g : np;
           for (size_t p = 0; p < np; p++) {
             const size_t t = g + (p < n ? p : n - 1);
             pos[p] = (ptrdiff_t)((t / nr) * points * vs + t % nr);
           }
-          uk->fn(v + xi * vs + c0 * nr, nr, pos, &tap, 1, kn, w + c0 * mr, partial + g * mr,
-                 c0 == 0, last ? mx + g : NULL, t_alloc, n);
+          /* the sums of tiles g.. as the registers hold them, [tile][MR] */
+          uk->fn(v + xi * vs + c0 * nr, nr, pos, &tap, 1, kn, w + c0 * mr, mx + g * mr, c0 == 0,
+                 NULL, 0, n);
         }
       }
     }

@@ -232,12 +232,23 @@ typedef void (*cp_wino_output_fn)(const float *m, size_t t_alloc, size_t mr_stri
                                   size_t tiles, size_t tw_pad, size_t dy, size_t dx, float *buf,
                                   size_t buf_cols, size_t buf_ld);
 
+/*
+ * The output transform of M laid out [xi][t_alloc][mr_stride] (channels in
+ * the lanes, cp_wino_multiply_cl), channels [0, mr), tiles [0, tiles), into
+ * the tile buffer as cp_wino_output_fn writes it. NULL where the tile size
+ * has no such products.
+ */
+typedef void (*cp_wino_output_cl_fn)(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
+                                     size_t tiles, size_t tw_pad, size_t dy, size_t dx, float *buf,
+                                     size_t buf_cols, size_t buf_ld);
+
 typedef struct cp_wino_transforms {
   const char *name;
   cp_isa isa;
   int lanes; /* tiles per vector group (divides every NR of the ISA's kernels) */
   cp_wino_input_fn input;
   cp_wino_output_fn output;
+  cp_wino_output_cl_fn output_cl;
 } cp_wino_transforms;
 
 /*
@@ -284,23 +295,18 @@ void cp_wino_multiply(const cp_wino_kind *kind, const cp_sr_ukernel *uk,
 /*
  * The same on a channels-in-lanes kernel (cl-ukernel.h): U in blocks of its
  * MR ([xi][cb][c][MR], u_xi_stride floats per point), V's `tiles` tiles read
- * in groups of its NP (tile n at block n / nr, lane n % nr), and M_cb's
- * rows t_alloc floats apart (M's lanes past `tiles` are not written). The
- * channels run in passes of CP_WINO_CL_KC_FLOATS / MR, whose U stays in L1
- * while every group of tiles multiplies it, the sums in between in
- * `partial` (cp_wino_cl_partial_floats); the kernel's passes give the bits
- * of one call.
+ * in groups of its NP (tile n at block n / nr, lane n % nr), and M_cb = m +
+ * (cb - cb0) * points * t_alloc * MR laid out [xi][t_alloc][MR]: tile n's
+ * MR channels at (xi * t_alloc + n) * MR, as the kernel's registers hold
+ * them (t_alloc >= tiles rounded up to NP; lanes past `tiles` get the last
+ * tile's sums). The channels run in passes of CP_WINO_CL_KC_FLOATS / MR,
+ * whose U stays in L1 while every group of tiles multiplies it, the sums in
+ * between in M (the kernel's passes give the bits of one call).
  */
 #define CP_WINO_CL_KC_FLOATS 4096
 void cp_wino_multiply_cl(const cp_wino_kind *kind, const cp_cl_ukernel *uk, const float *u,
                          size_t u_xi_stride, const float *v, size_t vs, size_t nr, size_t c_in,
-                         size_t tiles, size_t t_alloc, int64_t cb0, int64_t cb1, float *m,
-                         float *partial);
-
-/* Floats of cp_wino_multiply_cl's partial sums for up to `tiles` tiles. */
-static inline size_t cp_wino_cl_partial_floats(const cp_cl_ukernel *uk, size_t tiles) {
-  return (tiles + (size_t)uk->np - 1) / (size_t)uk->np * (size_t)uk->np * (size_t)uk->mr;
-}
+                         size_t tiles, size_t t_alloc, int64_t cb0, int64_t cb1, float *m);
 
 /* Floats between V's [blk][xi] blocks for c_in channels and NR lanes. */
 static inline size_t cp_wino_v_stride(size_t c_in, size_t nr) {
@@ -322,6 +328,15 @@ CP_WINO_DECLARE_TRANSFORMS(avx512)
 CP_WINO_DECLARE_TRANSFORMS(f23_scalar)
 CP_WINO_DECLARE_TRANSFORMS(f23_avx2)
 CP_WINO_DECLARE_TRANSFORMS(f23_avx512)
+void cp_wino_output_cl_f23_scalar(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
+                                  size_t tiles, size_t tw_pad, size_t dy, size_t dx, float *buf,
+                                  size_t buf_cols, size_t buf_ld);
+void cp_wino_output_cl_f23_avx2(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
+                                size_t tiles, size_t tw_pad, size_t dy, size_t dx, float *buf,
+                                size_t buf_cols, size_t buf_ld);
+void cp_wino_output_cl_f23_avx512(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
+                                  size_t tiles, size_t tw_pad, size_t dy, size_t dx, float *buf,
+                                  size_t buf_cols, size_t buf_ld);
 #undef CP_WINO_DECLARE_TRANSFORMS
 
 #endif

@@ -262,8 +262,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                              : b < 5           ? CONVPOOL_ALGO_SHIFT_REDUCE
                              : b < 6           ? CONVPOOL_ALGO_IM2COL
                              : b < 7           ? CONVPOOL_ALGO_DIRECT
-                             : b_algo % 2 == 0 ? CONVPOOL_ALGO_WINOGRAD
-                                               : (convpool_algo)(6 + (int)(b_algo % 50));
+                             : b_algo % 3 == 0 ? CONVPOOL_ALGO_WINOGRAD
+                             : b_algo % 3 == 1 ? CONVPOOL_ALGO_WINOGRAD_2X3
+                                               : (convpool_algo)(7 + (int)(b_algo % 50));
   const unsigned flags = next(&in);
   const unsigned b_amount = next(&in);
   const unsigned b_fail = next(&in);
@@ -441,13 +442,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       layer.groups >= 1 && c_in >= 1 && c_in % layer.groups == 0 ? c_in / layer.groups : c_in;
   if (c_out >= 1 && group_in >= 1 && k >= 1 && !bytes_fit(c_out, group_in, k, k, es))
     create_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
+  const int wino = algo == CONVPOOL_ALGO_WINOGRAD || algo == CONVPOOL_ALGO_WINOGRAD_2X3;
   if (algo != CONVPOOL_ALGO_AUTO && algo != CONVPOOL_ALGO_SHIFT_REDUCE &&
-      algo != CONVPOOL_ALGO_IM2COL && algo != CONVPOOL_ALGO_WINOGRAD &&
-      algo != CONVPOOL_ALGO_DIRECT)
+      algo != CONVPOOL_ALGO_IM2COL && !wino && algo != CONVPOOL_ALGO_DIRECT)
     create_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
-  /* Winograd computes 3x3 filters of stride, dilation and groups 1 only */
-  if (algo == CONVPOOL_ALGO_WINOGRAD &&
-      (k != 3 || layer.stride != 1 || layer.dilation != 1 || layer.groups != 1))
+  /* Winograd (both tile sizes) computes 3x3 filters of stride, dilation and groups 1 only */
+  if (wino && (k != 3 || layer.stride != 1 || layer.dilation != 1 || layer.groups != 1))
     create_causes |= BIT(CONVPOOL_UNSUPPORTED);
   /* shift-reduce reads consecutive columns: no dilation (one tap has none to apply) */
   if (algo == CONVPOOL_ALGO_SHIFT_REDUCE && k != 1 && layer.dilation != 1)
@@ -591,8 +591,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                       info.rows_per_item <= ph &&
                       (rows_per_item == 0 || info.rows_per_item == rows_per_item ||
                        /* Winograd (named, or auto's choice for k = 3) rounds up to whole
-                          tiles of 4 conv rows */
-                       (k == 3 && (algo == CONVPOOL_ALGO_WINOGRAD || algo == CONVPOOL_ALGO_AUTO) &&
+                          tiles of 4 (or 2) conv rows */
+                       (k == 3 && (wino || algo == CONVPOOL_ALGO_AUTO) &&
                         info.rows_per_item > rows_per_item)),
                   "plan: items %lld threads %d rows_per_item %lld", (long long)info.items,
                   info.threads, (long long)info.rows_per_item);

@@ -222,11 +222,12 @@ int main(int argc, char **argv) {
     c.c_in = pick(&r, 1, MAX_CIN);
     c.c_out = pick(&r, 1, MAX_COUT);
     c.k = pick(&r, 1, MAX_K);
-    static const convpool_algo algos[5] = {CONVPOOL_ALGO_AUTO, CONVPOOL_ALGO_SHIFT_REDUCE,
+    static const convpool_algo algos[6] = {CONVPOOL_ALGO_AUTO,   CONVPOOL_ALGO_SHIFT_REDUCE,
                                            CONVPOOL_ALGO_IM2COL, CONVPOOL_ALGO_WINOGRAD,
-                                           CONVPOOL_ALGO_DIRECT};
-    const convpool_algo algo = algos[pick(&r, 0, 4)];
-    if (algo == CONVPOOL_ALGO_WINOGRAD) c.k = 3; /* its filter */
+                                           CONVPOOL_ALGO_DIRECT, CONVPOOL_ALGO_WINOGRAD_2X3};
+    const convpool_algo algo = algos[pick(&r, 0, 5)];
+    const int wino_algo = algo == CONVPOOL_ALGO_WINOGRAD || algo == CONVPOOL_ALGO_WINOGRAD_2X3;
+    if (wino_algo) c.k = 3; /* its filter */
     c.pool = pick(&r, 1, MAX_POOL);
     c.bias = (int)pick(&r, 0, 1);
     convpool_layer l;
@@ -240,8 +241,8 @@ int main(int argc, char **argv) {
       l.ceil_mode = (int)pick(&r, 0, 1);
       with_params++;
     }
-    if (pick(&r, 0, 2) == 0) {              /* the conv fields, a third of the layers */
-      if (algo != CONVPOOL_ALGO_WINOGRAD) { /* which computes stride, dilation, groups 1 */
+    if (pick(&r, 0, 2) == 0) { /* the conv fields, a third of the layers */
+      if (!wino_algo) {        /* Winograd computes stride, dilation, groups 1 */
         l.stride = pick(&r, 1, MAX_STRIDE);
         if (algo != CONVPOOL_ALGO_SHIFT_REDUCE) l.dilation = pick(&r, 1, MAX_DILATION);
         switch (pick(&r, 0, 3)) {
@@ -288,7 +289,7 @@ int main(int argc, char **argv) {
     o.rows_per_item = rows_per_item;
     o.algo = algo;
     by_algo[o.algo == CONVPOOL_ALGO_IM2COL]++;
-    wino += o.algo == CONVPOOL_ALGO_WINOGRAD;
+    wino += o.algo == CONVPOOL_ALGO_WINOGRAD || o.algo == CONVPOOL_ALGO_WINOGRAD_2X3;
     direct += o.algo == CONVPOOL_ALGO_DIRECT;
     o.allocator = &iface;
     tu_rng data = {(uint64_t)i * 104729 + seed};

@@ -1252,9 +1252,9 @@ static void test_size_limits(void) {
   /* A huge conv output within the limits: every algorithm plans it at once
      (Winograd's plan once walked every item for each candidate size: 2^25
      pooled rows here). The ctest timeout catches a hang. */
-  const convpool_algo algos[] = {CONVPOOL_ALGO_AUTO, CONVPOOL_ALGO_WINOGRAD,
-                                 CONVPOOL_ALGO_SHIFT_REDUCE, CONVPOOL_ALGO_IM2COL,
-                                 CONVPOOL_ALGO_DIRECT};
+  const convpool_algo algos[] = {CONVPOOL_ALGO_AUTO,         CONVPOOL_ALGO_WINOGRAD,
+                                 CONVPOOL_ALGO_WINOGRAD_2X3, CONVPOOL_ALGO_SHIFT_REDUCE,
+                                 CONVPOOL_ALGO_IM2COL,       CONVPOOL_ALGO_DIRECT};
   static float w8[8 * 8 * 3 * 3];
   for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++) {
     convpool_layer huge;
