@@ -20,6 +20,5 @@ static inline __m256 cp_w2_load_tiles(const float *p, const size_t *o) {
 #define CP_W_UNPACKHI(x, y) _mm256_unpackhi_ps(x, y)
 #define CP_W_SHUF(x, y, imm) _mm256_shuffle_ps(x, y, imm)
 #define CP_W_INPUT_FN cp_wino_input_f23_avx2
-#define CP_W_OUTPUT_FN cp_wino_output_f23_avx2
 #define CP_W_OUTPUT_CL_FN cp_wino_output_cl_f23_avx2
 #include "f23-template.h"

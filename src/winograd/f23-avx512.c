@@ -22,6 +22,5 @@ static inline __m512 cp_w2_load_tiles(const float *p, const size_t *o) {
 #define CP_W_UNPACKHI(x, y) _mm512_unpackhi_ps(x, y)
 #define CP_W_SHUF(x, y, imm) _mm512_shuffle_ps(x, y, imm)
 #define CP_W_INPUT_FN cp_wino_input_f23_avx512
-#define CP_W_OUTPUT_FN cp_wino_output_f23_avx512
 #define CP_W_OUTPUT_CL_FN cp_wino_output_cl_f23_avx512
 #include "f23-template.h"

@@ -78,28 +78,6 @@ size_t cp_wino_screen_tiles_f23(const float *sums, size_t slices, size_t slice_f
   return flagged;
 }
 
-void cp_wino_output_f23_scalar(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
-                               size_t tiles, size_t tw_pad, size_t dy, size_t dx, float *buf,
-                               size_t buf_cols, size_t buf_ld) {
-  const size_t xs = mr_stride * t_alloc;
-  for (size_t ch = 0; ch < mr; ch++)
-    for (size_t n = 0; n < tiles; n++) {
-      const float *mn = m + ch * t_alloc + n;
-      float t[4][2], y[2][2];
-      for (int r = 0; r < 4; r++) { /* A^T along each row of M */
-        const float *x = mn + (size_t)(4 * r) * xs;
-        CP_W2_OUTPUT_1D(x[0], x[xs], x[2 * xs], x[3 * xs], t[r][0], t[r][1]);
-      }
-      for (int q = 0; q < 2; q++)
-        CP_W2_OUTPUT_1D(t[0][q], t[1][q], t[2][q], t[3][q], y[0][q], y[1][q]);
-      const size_t y0 = (n / tw_pad) * 2, x0 = (n % tw_pad) * 2;
-      for (size_t r = 0; r < 2; r++)
-        for (size_t q = 0; q < 2; q++)
-          if (y0 + r >= dy && x0 + q >= dx)
-            buf[ch * buf_cols + (y0 + r - dy) * buf_ld + x0 + q - dx] = y[r][q];
-    }
-}
-
 void cp_wino_output_cl_f23_scalar(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
                                   size_t tiles, size_t tw_pad, size_t dy, size_t dx, float *buf,
                                   size_t buf_cols, size_t buf_ld) {

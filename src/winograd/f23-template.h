@@ -4,14 +4,15 @@
  * input row of a tile is one 4-float load; CP_W_LOAD_TILES puts those of
  * tiles u, u + 4, ... into the 128-bit lanes of one vector, and the in-lane
  * 4x4 transpose of four such vectors (u = 0..3) gives the rows' columns with
- * tile g0 + 4k + u in lane 4k + u. The output transform stores each tile's
- * 2x2 outputs from the lanes.
+ * tile g0 + 4k + u in lane 4k + u. The output transform reads M with the
+ * channels in the lanes (cp_wino_multiply_cl) and stores each tile's 2x2
+ * outputs a channel vector at a time.
  *
  * Define before including: CP_V (vector type), CP_VW (lanes),
  * CP_W_LOAD_TILES(p, o) (a vector of the 4 floats at p + o[0], p + o[4], ...,
  * one per 128-bit lane), CP_W_LOADU, CP_W_STOREU, CP_W_ZERO, CP_W_ADD,
  * CP_W_SUB, CP_W_ABS, CP_W_MAX, CP_W_UNPACKLO, CP_W_UNPACKHI, CP_W_SHUF (per
- * 128-bit lane), CP_W_INPUT_FN, CP_W_OUTPUT_FN.
+ * 128-bit lane), CP_W_INPUT_FN, CP_W_OUTPUT_CL_FN.
  */
 #include <immintrin.h>
 
@@ -67,43 +68,6 @@ void CP_W_INPUT_FN(const float *panel, size_t cs, size_t ld, size_t c_in, size_t
     CP_W_STOREU(lane[16], dmax);
     for (size_t l = 0; l < CP_VW && g0 + l < tiles; l++)
       for (int i = 0; i < 17; i++) sums[(g0 + l) * 17 + (size_t)i] = lane[i][l];
-  }
-}
-
-void CP_W_OUTPUT_FN(const float *m, size_t t_alloc, size_t mr_stride, size_t mr, size_t tiles,
-                    size_t tw_pad, size_t dy, size_t dx, float *buf, size_t buf_cols,
-                    size_t buf_ld) {
-  const size_t xs = mr_stride * t_alloc;
-  for (size_t ch = 0; ch < mr; ch++) {
-    float *const out = buf + ch * buf_cols;
-    for (size_t g0 = 0; g0 < tiles; g0 += CP_VW) {
-      const float *mg = m + ch * t_alloc + g0;
-      CP_V t[4][2], y[2][2];
-      for (size_t r = 0; r < 4; r++) { /* A^T along each row of M */
-        const float *x = mg + 4 * r * xs;
-        CP_W2_OUTPUT_1D(CP_W_LOADU(x), CP_W_LOADU(x + xs), CP_W_LOADU(x + 2 * xs),
-                        CP_W_LOADU(x + 3 * xs), t[r][0], t[r][1]);
-      }
-      for (size_t q = 0; q < 2; q++) /* A^T along each column */
-        CP_W2_OUTPUT_1D(t[0][q], t[1][q], t[2][q], t[3][q], y[0][q], y[1][q]);
-      float lane[4][CP_VW];
-      CP_W_STOREU(lane[0], y[0][0]);
-      CP_W_STOREU(lane[1], y[0][1]);
-      CP_W_STOREU(lane[2], y[1][0]);
-      CP_W_STOREU(lane[3], y[1][1]);
-      for (size_t l = 0; l < CP_VW && g0 + l < tiles; l++) {
-        const size_t n = g0 + l, y0 = (n / tw_pad) * 2, x0 = (n % tw_pad) * 2;
-        for (size_t r = 0; r < 2; r++) {
-          if (y0 + r < dy) continue; /* above the buffer's origin */
-          float *to = out + (y0 + r - dy) * buf_ld;
-          if (x0 >= dx) {
-            to[x0 - dx] = lane[2 * r][l], to[x0 + 1 - dx] = lane[2 * r + 1][l];
-          } else if (x0 + 1 >= dx) {
-            to[x0 + 1 - dx] = lane[2 * r + 1][l];
-          }
-        }
-      }
-    }
   }
 }
 

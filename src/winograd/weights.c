@@ -61,11 +61,10 @@ static const cp_wino_transforms cp_wino_f43_impls[] = {
 };
 
 static const cp_wino_transforms cp_wino_f23_impls[] = {
-    {"wino-f23-scalar", CP_ISA_SCALAR, 1, cp_wino_input_f23_scalar, cp_wino_output_f23_scalar,
+    {"wino-f23-scalar", CP_ISA_SCALAR, 1, cp_wino_input_f23_scalar, NULL,
      cp_wino_output_cl_f23_scalar},
-    {"wino-f23-avx2", CP_ISA_AVX2, 8, cp_wino_input_f23_avx2, cp_wino_output_f23_avx2,
-     cp_wino_output_cl_f23_avx2},
-    {"wino-f23-avx512", CP_ISA_AVX512, 16, cp_wino_input_f23_avx512, cp_wino_output_f23_avx512,
+    {"wino-f23-avx2", CP_ISA_AVX2, 8, cp_wino_input_f23_avx2, NULL, cp_wino_output_cl_f23_avx2},
+    {"wino-f23-avx512", CP_ISA_AVX512, 16, cp_wino_input_f23_avx512, NULL,
      cp_wino_output_cl_f23_avx512},
 };
 

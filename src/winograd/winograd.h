@@ -247,8 +247,8 @@ typedef struct cp_wino_transforms {
   cp_isa isa;
   int lanes; /* tiles per vector group (divides every NR of the ISA's kernels) */
   cp_wino_input_fn input;
-  cp_wino_output_fn output;
-  cp_wino_output_cl_fn output_cl;
+  cp_wino_output_fn output;       /* F(4x4, 3x3): M from the shift-reduce products */
+  cp_wino_output_cl_fn output_cl; /* F(2x2, 3x3): M from the channels-in-lanes products */
 } cp_wino_transforms;
 
 /*
@@ -325,9 +325,13 @@ static inline size_t cp_wino_v_stride(size_t c_in, size_t nr) {
 CP_WINO_DECLARE_TRANSFORMS(scalar)
 CP_WINO_DECLARE_TRANSFORMS(avx2)
 CP_WINO_DECLARE_TRANSFORMS(avx512)
-CP_WINO_DECLARE_TRANSFORMS(f23_scalar)
-CP_WINO_DECLARE_TRANSFORMS(f23_avx2)
-CP_WINO_DECLARE_TRANSFORMS(f23_avx512)
+#define CP_WINO_DECLARE_INPUT(isa)                                                              \
+  void cp_wino_input_##isa(const float *panel, size_t cs, size_t ld, size_t c_in, size_t tiles, \
+                           size_t tw_pad, size_t nr, float *v, size_t vs, float *sums);
+CP_WINO_DECLARE_INPUT(f23_scalar)
+CP_WINO_DECLARE_INPUT(f23_avx2)
+CP_WINO_DECLARE_INPUT(f23_avx512)
+#undef CP_WINO_DECLARE_INPUT
 void cp_wino_output_cl_f23_scalar(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
                                   size_t tiles, size_t tw_pad, size_t dy, size_t dx, float *buf,
                                   size_t buf_cols, size_t buf_ld);
