@@ -18,7 +18,7 @@ static void usage(FILE *to) {
                "                    (default: the seven built-in cases, see bench/README.md)\n"
                "  --threads N       threads for every system (default: usable CPUs)\n"
                "  --algos LIST      our algorithms to time, a comma list of depthwise, winograd,\n"
-               "                    direct, sr, im2col, auto; default auto; more\n"
+               "                    winograd2x3, direct, sr, im2col, auto; default auto; more\n"
                "                    than one adds a column per algorithm and auto / best of\n"
                "                    the others\n"
                "  --iters N         timed iterations per system, at least (default 5)\n"
@@ -97,7 +97,8 @@ int parse_options(int argc, char **argv, Options *o) {
     } else if (a == "--algos") {
       if (!has_value)
         return bad(
-            "a comma list of algorithm names (sr, im2col, winograd, depthwise, direct, auto)");
+            "a comma list of algorithm names (sr, im2col, winograd, winograd2x3, depthwise, "
+            "direct, auto)");
       std::string why;
       if (!parse_algo_list(argv[++i], &o->algos, &why)) {
         std::fprintf(stderr, "convpool-bench: --algos: %s\n", why.c_str());
