@@ -227,8 +227,9 @@ static void run_item(const cp_wino_kind *kd, const cp_wino_transforms *t, const 
   const size_t mfloats = (size_t)co_blocks * points * (size_t)mr * t_alloc;
   float *m = aligned_alloc(64, (mfloats * sizeof(float) + 63) / 64 * 64); /* as the scratch */
   if (m == NULL) abort();
+  const cp_wino_tile_map map = cp_wino_tile_map_of(th, tw_pad, 0, 0); /* every tile */
   if (cl) {
-    cp_wino_multiply_cl(kd, clk, u, uf / points, v, vs, (size_t)nr, cin, tiles, t_alloc, 0,
+    cp_wino_multiply_cl(kd, clk, u, uf / points, v, vs, (size_t)nr, cin, &map, t_alloc, 0,
                         co_blocks, m);
   } else {
     cp_wino_multiply(kd, uk, tail, co_blocks, u, uf / points, v, vs, cin, nblk, 0, co_blocks, m);
@@ -237,9 +238,11 @@ static void run_item(const cp_wino_kind *kd, const cp_wino_transforms *t, const 
   float *buf = tu_xmalloc((size_t)mr * buf_cols * sizeof(float));
   for (int cb = 0; cb < co_blocks; cb++) {
     const size_t mr_used = cb + 1 == co_blocks ? cout - (size_t)cb * (size_t)mr : (size_t)mr;
-    (cl ? t->output_cl : t->output)(m + (size_t)cb * points * (size_t)mr * t_alloc, t_alloc,
-                                    (size_t)mr, mr_used, tiles, tw_pad, 0, 0, buf, buf_cols,
-                                    buf_ld);
+    const float *mb = m + (size_t)cb * points * (size_t)mr * t_alloc;
+    if (cl)
+      t->output_cl(mb, t_alloc, (size_t)mr, mr_used, &map, 0, 0, buf, buf_cols, buf_ld);
+    else
+      t->output(mb, t_alloc, (size_t)mr, mr_used, tiles, tw_pad, 0, 0, buf, buf_cols, buf_ld);
     for (size_t mm = 0; mm < mr_used; mm++) {
       const size_t co = (size_t)cb * (size_t)mr + mm;
       for (int y = 0; y < ic->rows; y++)

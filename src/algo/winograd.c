@@ -817,21 +817,25 @@ static const float *cp_wino_compute_block(const cp_run *r, const cp_item *it, co
   const size_t mr = (size_t)pl->co_block, nr = cp_wino_nr(pl), points = (size_t)kd->points_n;
   const size_t per_block = points * mr * t.t_alloc, c_in = (size_t)pl->c_in;
   const size_t vs = cp_wino_v_stride(c_in, nr), u_xi = ws->u_floats[kind] / points;
+  const cp_wino_tile_map map = cp_wino_tile_map_of(t.th, t.tw_pad, t.slot, t.slots);
   const float *u = r->packed + ws->u_offset[kind], *v = cp_wino_v(pl, panel);
   float *m = buf + cp_round_up(mr * pl->buf_cols, CP_CACHE_LINE / sizeof(float));
   const size_t j = (size_t)(cb - it->cb0) % wp->pass;
   if (j == 0) { /* a pass: the products of the next `pass` blocks */
     const int64_t cb1 = cb + (int64_t)wp->pass < it->cb1 ? cb + (int64_t)wp->pass : it->cb1;
     if (kind == CP_WINO_F23)
-      cp_wino_multiply_cl(kd, ws->cl, u, u_xi, v, vs, nr, c_in, t.tiles, t.t_alloc, cb, cb1, m);
+      cp_wino_multiply_cl(kd, ws->cl, u, u_xi, v, vs, nr, c_in, &map, t.t_alloc, cb, cb1, m);
     else
       cp_wino_multiply(kd, wp->uk, wp->uk_tail, pl->co_blocks, u, u_xi, v, vs, c_in, t.nblk, cb,
                        cb1, m);
   }
   const size_t left = (size_t)pl->c_out - (size_t)cb * mr, channels = left < mr ? left : mr;
-  (kind == CP_WINO_F23 ? wp->tf->output_cl : wp->tf->output)(
-      m + j * per_block, t.t_alloc, mr, channels, t.tiles, t.tw_pad, t.dy, t.dx, buf, pl->buf_cols,
-      pl->buf_row_ld);
+  if (kind == CP_WINO_F23)
+    wp->tf->output_cl(m + j * per_block, t.t_alloc, mr, channels, &map, t.dy, t.dx, buf,
+                      pl->buf_cols, pl->buf_row_ld);
+  else
+    wp->tf->output(m + j * per_block, t.t_alloc, mr, channels, t.tiles, t.tw_pad, t.dy, t.dx, buf,
+                   pl->buf_cols, pl->buf_row_ld);
   const int block_direct = cp_wino_block_direct(pl, r->packed, cb);
   float *tile = m + wp->pass * points * mr * wp->max.t_alloc;
   if (it->flags || block_direct)

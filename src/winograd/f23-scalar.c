@@ -79,12 +79,13 @@ size_t cp_wino_screen_tiles_f23(const float *sums, size_t slices, size_t slice_f
 }
 
 void cp_wino_output_cl_f23_scalar(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
-                                  size_t tiles, size_t tw_pad, size_t dy, size_t dx, float *buf,
+                                  const cp_wino_tile_map *map, size_t dy, size_t dx, float *buf,
                                   size_t buf_cols, size_t buf_ld) {
-  const size_t xs = t_alloc * mr_stride;
-  for (size_t n = 0; n < tiles; n++)
+  const size_t xs = t_alloc * mr_stride, tw_pad = map->tw_pad;
+  for (size_t k = 0; k < map->count; k++)
     for (size_t ch = 0; ch < mr; ch++) {
-      const float *mn = m + n * mr_stride + ch;
+      const size_t n = cp_wino_tile_of(map, k);
+      const float *mn = m + k * mr_stride + ch;
       float t[4][2], y[2][2];
       for (int r = 0; r < 4; r++) { /* A^T along each row of M */
         const float *x = mn + (size_t)(4 * r) * xs;

@@ -71,14 +71,15 @@ void CP_W_INPUT_FN(const float *panel, size_t cs, size_t ld, size_t c_in, size_t
   }
 }
 
-void CP_W_OUTPUT_CL_FN(const float *m, size_t t_alloc, size_t mr_stride, size_t mr, size_t tiles,
-                       size_t tw_pad, size_t dy, size_t dx, float *buf, size_t buf_cols,
-                       size_t buf_ld) {
+void CP_W_OUTPUT_CL_FN(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
+                       const cp_wino_tile_map *map, size_t dy, size_t dx, float *buf,
+                       size_t buf_cols, size_t buf_ld) {
   const size_t xs = t_alloc * mr_stride;
-  for (size_t n = 0; n < tiles; n++) {
-    const size_t y0 = (n / tw_pad) * 2, x0 = (n % tw_pad) * 2;
+  for (size_t k = 0; k < map->count; k++) {
+    const size_t n = cp_wino_tile_of(map, k);
+    const size_t y0 = (n / map->tw_pad) * 2, x0 = (n % map->tw_pad) * 2;
     for (size_t c = 0; c < mr; c += CP_VW) { /* CP_VW channels of tile n at a time */
-      const float *mn = m + n * mr_stride + c;
+      const float *mn = m + k * mr_stride + c;
       CP_V t[4][2], y[2][2];
       for (size_t r = 0; r < 4; r++) { /* A^T along each row of M */
         const float *x = mn + 4 * r * xs;

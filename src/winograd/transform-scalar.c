@@ -118,7 +118,9 @@ void cp_wino_multiply(const cp_wino_kind *kind, const cp_sr_ukernel *uk,
 
 void cp_wino_multiply_cl(const cp_wino_kind *kind, const cp_cl_ukernel *uk, const float *u,
                          size_t u_xi_stride, const float *v, size_t vs, size_t nr, size_t c_in,
-                         size_t tiles, size_t t_alloc, int64_t cb0, int64_t cb1, float *m) {
+                         const cp_wino_tile_map *map, size_t t_alloc, int64_t cb0, int64_t cb1,
+                         float *m) {
+  const size_t tiles = map->count;
   const size_t np = (size_t)uk->np, mr = (size_t)uk->mr, points = (size_t)kind->points_n;
   const size_t kc = CP_WINO_CL_KC_FLOATS / mr; /* channels per pass over the tiles */
   const ptrdiff_t tap = 0;
@@ -145,7 +147,7 @@ void cp_wino_multiply_cl(const cp_wino_kind *kind, const cp_cl_ukernel *uk, cons
           ptrdiff_t pos[CP_CL_MAX_NP]; /* past the last tile: the last one again */
           const size_t n = tiles - g < np ? tiles - g : np;
           for (size_t p = 0; p < np; p++) {
-            const size_t t = g + (p < n ? p : n - 1);
+            const size_t t = cp_wino_tile_of(map, g + (p < n ? p : n - 1));
             pos[p] = (ptrdiff_t)((t / nr) * points * vs + t % nr);
           }
           /* the sums of tiles g.. as the registers hold them, [tile][MR] */

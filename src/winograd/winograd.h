@@ -233,13 +233,37 @@ typedef void (*cp_wino_output_fn)(const float *m, size_t t_alloc, size_t mr_stri
                                   size_t buf_cols, size_t buf_ld);
 
 /*
+ * The tiles that channels-in-lanes products compute, in order: tile
+ * k < count is tile cp_wino_tile_of(map, k) of the item (row-major, tw_pad
+ * per row). Without images side by side (slot = 0) all of them; with them,
+ * in each row the first slot - 1 columns of each of the `slots` slots (a
+ * slot's last column has no outputs).
+ */
+typedef struct cp_wino_tile_map {
+  size_t count, tw_pad, slot, slots;
+} cp_wino_tile_map;
+
+static inline cp_wino_tile_map cp_wino_tile_map_of(size_t th, size_t tw_pad, size_t slot,
+                                                   size_t slots) {
+  cp_wino_tile_map map = {th * tw_pad, tw_pad, slot, slots};
+  if (slot > 1) map.count = th * slots * (slot - 1);
+  return map;
+}
+
+static inline size_t cp_wino_tile_of(const cp_wino_tile_map *map, size_t k) {
+  if (map->slot <= 1) return k;
+  const size_t per_row = map->slots * (map->slot - 1), c = k % per_row;
+  return (k / per_row) * map->tw_pad + c / (map->slot - 1) * map->slot + c % (map->slot - 1);
+}
+
+/*
  * The output transform of M laid out [xi][t_alloc][mr_stride] (channels in
- * the lanes, cp_wino_multiply_cl), channels [0, mr), tiles [0, tiles), into
- * the tile buffer as cp_wino_output_fn writes it. NULL where the tile size
- * has no such products.
+ * the lanes, cp_wino_multiply_cl: product k at row k), channels [0, mr), the
+ * map's tiles, into the tile buffer as cp_wino_output_fn writes it. NULL
+ * where the tile size has no such products.
  */
 typedef void (*cp_wino_output_cl_fn)(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
-                                     size_t tiles, size_t tw_pad, size_t dy, size_t dx, float *buf,
+                                     const cp_wino_tile_map *map, size_t dy, size_t dx, float *buf,
                                      size_t buf_cols, size_t buf_ld);
 
 typedef struct cp_wino_transforms {
@@ -294,19 +318,20 @@ void cp_wino_multiply(const cp_wino_kind *kind, const cp_sr_ukernel *uk,
 
 /*
  * The same on a channels-in-lanes kernel (cl-ukernel.h): U in blocks of its
- * MR ([xi][cb][c][MR], u_xi_stride floats per point), V's `tiles` tiles read
- * in groups of its NP (tile n at block n / nr, lane n % nr), and M_cb = m +
- * (cb - cb0) * points * t_alloc * MR laid out [xi][t_alloc][MR]: tile n's
- * MR channels at (xi * t_alloc + n) * MR, as the kernel's registers hold
- * them (t_alloc >= tiles rounded up to NP; lanes past `tiles` get the last
- * tile's sums). The channels run in passes of CP_WINO_CL_KC_FLOATS / MR,
+ * MR ([xi][cb][c][MR], u_xi_stride floats per point), the map's tiles of V
+ * read in groups of its NP (tile n at block n / nr, lane n % nr), and M_cb =
+ * m + (cb - cb0) * points * t_alloc * MR laid out [xi][t_alloc][MR]: product
+ * k's MR channels at (xi * t_alloc + k) * MR, as the kernel's registers hold
+ * them (t_alloc >= map->count rounded up to NP; rows past the count get the
+ * last product's sums). The channels run in passes of CP_WINO_CL_KC_FLOATS / MR,
  * whose U stays in L1 while every group of tiles multiplies it, the sums in
  * between in M (the kernel's passes give the bits of one call).
  */
 #define CP_WINO_CL_KC_FLOATS 4096
 void cp_wino_multiply_cl(const cp_wino_kind *kind, const cp_cl_ukernel *uk, const float *u,
                          size_t u_xi_stride, const float *v, size_t vs, size_t nr, size_t c_in,
-                         size_t tiles, size_t t_alloc, int64_t cb0, int64_t cb1, float *m);
+                         const cp_wino_tile_map *map, size_t t_alloc, int64_t cb0, int64_t cb1,
+                         float *m);
 
 /* Floats between V's [blk][xi] blocks for c_in channels and NR lanes. */
 static inline size_t cp_wino_v_stride(size_t c_in, size_t nr) {
@@ -333,13 +358,13 @@ CP_WINO_DECLARE_INPUT(f23_avx2)
 CP_WINO_DECLARE_INPUT(f23_avx512)
 #undef CP_WINO_DECLARE_INPUT
 void cp_wino_output_cl_f23_scalar(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
-                                  size_t tiles, size_t tw_pad, size_t dy, size_t dx, float *buf,
+                                  const cp_wino_tile_map *map, size_t dy, size_t dx, float *buf,
                                   size_t buf_cols, size_t buf_ld);
 void cp_wino_output_cl_f23_avx2(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
-                                size_t tiles, size_t tw_pad, size_t dy, size_t dx, float *buf,
+                                const cp_wino_tile_map *map, size_t dy, size_t dx, float *buf,
                                 size_t buf_cols, size_t buf_ld);
 void cp_wino_output_cl_f23_avx512(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
-                                  size_t tiles, size_t tw_pad, size_t dy, size_t dx, float *buf,
+                                  const cp_wino_tile_map *map, size_t dy, size_t dx, float *buf,
                                   size_t buf_cols, size_t buf_ld);
 #undef CP_WINO_DECLARE_TRANSFORMS
 
