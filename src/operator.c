@@ -32,6 +32,7 @@ struct convpool_op {
   convpool_algo requested; /* as asked (auto, or a named algorithm) */
   const cp_algorithm *algo;
   cp_algo_setup setup;
+  cp_handover handover;                /* the setup packs_for asked for; algo NULL: none */
   int threads;                         /* of its own pool; 0 on the shared pool */
   int shared;                          /* runs on the process-wide pool */
   int rows_per_item;                   /* forced, or 0 */
@@ -93,8 +94,11 @@ static convpool_status cp_op_claim(convpool_op *op, int to, const char *what) {
 /* The plan of a run on `threads` threads. */
 static convpool_status cp_op_plan_threads(const convpool_op *op, int threads, int64_t batch,
                                           int64_t height, int64_t width, cp_plan *pl) {
-  return (op->requested == CONVPOOL_ALGO_AUTO ? cp_plan_make_auto : cp_plan_make)(
-      &op->layer, op->algo, &op->setup, threads, op->rows_per_item, batch, height, width, pl);
+  if (op->requested == CONVPOOL_ALGO_AUTO)
+    return cp_plan_make_auto(&op->layer, op->algo, &op->setup, &op->handover, threads,
+                             op->rows_per_item, batch, height, width, pl);
+  return cp_plan_make(&op->layer, op->algo, &op->setup, threads, op->rows_per_item, batch, height,
+                      width, pl);
 }
 
 /* The plan of a run now: on the operator's threads, or the shared pool's size. */
@@ -186,8 +190,27 @@ static convpool_status cp_op_create(const convpool_layer *public_layer, const vo
   memset(&setup, 0, sizeof setup);
   setup.auto_choice = o->algo == CONVPOOL_ALGO_AUTO;
   if ((st = algo->setup(&layer, cpu, &setup)) != CONVPOOL_SUCCESS) return st;
-  const size_t mr = (size_t)setup.co_block;
-  const size_t bias_bytes = ((size_t)c_out + mr - 1) / mr * mr * sizeof(float);
+  cp_handover handover;
+  memset(&handover, 0, sizeof handover);
+  if (setup.auto_choice && algo->packs_for != NULL) { /* room for another's weights */
+    size_t offset = 0;
+    const cp_algorithm *to = algo->packs_for(&setup, &offset);
+    if (to != NULL && to->setup(&layer, cpu, &handover.setup) == CONVPOOL_SUCCESS &&
+        offset <= setup.packed_weight_bytes / sizeof(float) &&
+        handover.setup.packed_weight_bytes <= setup.packed_weight_bytes - offset * sizeof(float))
+      handover.algo = to, handover.packed_offset = offset;
+    else
+      memset(&handover, 0, sizeof handover); /* no hand-over: the runs stay algo's */
+    cp_clear_error();
+  }
+  /* the bias covers the channel blocks of both setups */
+  size_t mr = (size_t)setup.co_block, co_padded = ((size_t)c_out + mr - 1) / mr * mr;
+  if (handover.algo != NULL) {
+    mr = (size_t)handover.setup.co_block;
+    const size_t other = ((size_t)c_out + mr - 1) / mr * mr;
+    if (other > co_padded) co_padded = other;
+  }
+  const size_t bias_bytes = co_padded * sizeof(float);
 
   const convpool_allocator *a = cp_allocator_or_default(o->allocator);
   convpool_op *op = cp_alloc(a, sizeof *op);
@@ -198,6 +221,7 @@ static convpool_status cp_op_create(const convpool_layer *public_layer, const vo
   op->requested = o->algo;
   op->algo = algo;
   op->setup = setup;
+  op->handover = handover;
   op->shared = o->shared_pool;
   op->threads = op->shared ? 0 : o->threads > 0 ? o->threads : cp_cpu_usable_now(); /* now */
   op->rows_per_item = o->rows_per_item;
@@ -224,6 +248,9 @@ static convpool_status cp_op_create(const convpool_layer *public_layer, const vo
     op->times_count = op->threads;
   }
   algo->pack_weights(&layer, &setup, weights, op->packed);
+  if (handover.algo != NULL)
+    handover.algo->pack_weights(&layer, &op->handover.setup, weights,
+                                op->packed + handover.packed_offset);
   int bias_finite = 1;
   for (size_t co = 0; co < bias_bytes / sizeof(float); co++) {
     op->bias[co] = bias != NULL && co < (size_t)c_out ? cp_load_elem(dtype, bias, co) : 0.0f;
@@ -233,6 +260,9 @@ static convpool_status cp_op_create(const convpool_layer *public_layer, const vo
   /* blocks left channels in lanes only where the epilogue pools that layout */
   if (op->epilogue.lanes_row == NULL || op->setup.lanes % 8 != 0 || op->setup.lanes > CP_LANES_MAX)
     op->setup.lanes = 0;
+  if (op->epilogue.lanes_row == NULL || op->handover.setup.lanes % 8 != 0 ||
+      op->handover.setup.lanes > CP_LANES_MAX)
+    op->handover.setup.lanes = 0;
   if (op->shared) { /* its threads start with the first operator on it */
     if ((st = cp_shared_pool_start()) != CONVPOOL_SUCCESS) goto error;
   } else if ((st = cp_threadpool_create(op->threads, a, &op->pool_threads)) != CONVPOOL_SUCCESS) {
@@ -407,8 +437,11 @@ static convpool_status cp_op_run_on(convpool_op *op, cp_threadpool *pool, const 
     return st;
   if ((st = cp_op_reserve(op, &pl)) != CONVPOOL_SUCCESS) return st;
   const double start = cp_seconds();
-  const cp_run r = {&pl,      op->packed, op->widen,   &op->epilogue, src,
-                    residual, dst,        op->scratch, op->workspace, op->times};
+  const cp_run r = {&pl,           op->packed + pl.packed_offset,
+                    op->widen,     &op->epilogue,
+                    src,           residual,
+                    dst,           op->scratch,
+                    op->workspace, op->times};
   convpool_run_stats stats;
   memset(&stats, 0, sizeof stats);
   cp_driver_run(pool, &r, &stats);

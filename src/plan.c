@@ -342,19 +342,22 @@ int64_t cp_pooled_size(int64_t conv, int64_t pool, int64_t stride, int64_t pad_l
 }
 
 static convpool_status cp_plan_run(const cp_layer *layer, const cp_algorithm *algo, int auto_choice,
-                                   const cp_algo_setup *setup, int threads, int64_t rows_per_item,
-                                   int64_t batch, int64_t height, int64_t width, cp_plan *pl);
+                                   const cp_algo_setup *setup, const cp_handover *handover,
+                                   int threads, int64_t rows_per_item, int64_t batch,
+                                   int64_t height, int64_t width, cp_plan *pl);
 
 convpool_status cp_plan_make(const cp_layer *layer, const cp_algorithm *algo,
                              const cp_algo_setup *setup, int threads, int64_t rows_per_item,
                              int64_t batch, int64_t height, int64_t width, cp_plan *pl) {
-  return cp_plan_run(layer, algo, 0, setup, threads, rows_per_item, batch, height, width, pl);
+  return cp_plan_run(layer, algo, 0, setup, NULL, threads, rows_per_item, batch, height, width, pl);
 }
 
 convpool_status cp_plan_make_auto(const cp_layer *layer, const cp_algorithm *algo,
-                                  const cp_algo_setup *setup, int threads, int64_t rows_per_item,
-                                  int64_t batch, int64_t height, int64_t width, cp_plan *pl) {
-  return cp_plan_run(layer, algo, 1, setup, threads, rows_per_item, batch, height, width, pl);
+                                  const cp_algo_setup *setup, const cp_handover *handover,
+                                  int threads, int64_t rows_per_item, int64_t batch, int64_t height,
+                                  int64_t width, cp_plan *pl) {
+  return cp_plan_run(layer, algo, 1, setup, handover, threads, rows_per_item, batch, height, width,
+                     pl);
 }
 
 convpool_status cp_plan_shape(const cp_layer *layer, int64_t batch, int64_t height, int64_t width,
@@ -421,18 +424,24 @@ convpool_status cp_plan_shape(const cp_layer *layer, int64_t batch, int64_t heig
 }
 
 static convpool_status cp_plan_run(const cp_layer *layer, const cp_algorithm *algo, int auto_choice,
-                                   const cp_algo_setup *setup, int threads, int64_t rows_per_item,
-                                   int64_t batch, int64_t height, int64_t width, cp_plan *pl) {
+                                   const cp_algo_setup *setup, const cp_handover *handover,
+                                   int threads, int64_t rows_per_item, int64_t batch,
+                                   int64_t height, int64_t width, cp_plan *pl) {
   convpool_status st;
   if ((st = cp_plan_shape(layer, batch, height, width, pl)) != CONVPOOL_SUCCESS) return st;
   const cp_cpu *cpu = cp_cpu_get();
   pl->algo = algo;
-  if (auto_choice && algo->hands_over != NULL) {
-    const cp_algorithm *to =
-        algo->hands_over(layer, cp_blocking_for(setup->isa), batch, pl->oh, pl->ow);
-    if (to != NULL) pl->handed_over = algo, pl->algo = to;
-  }
   pl->setup = setup;
+  pl->packed_offset = 0;
+  if (auto_choice && algo->hands_over != NULL) {
+    const cp_algorithm *own = handover != NULL ? handover->algo : NULL;
+    const cp_algorithm *to =
+        algo->hands_over(layer, cp_blocking_for(setup->isa), own, batch, pl->oh, pl->ow);
+    if (to != NULL) pl->handed_over = algo, pl->algo = to;
+    if (to != NULL && to == own) /* with its own setup and weights */
+      pl->setup = &handover->setup, pl->packed_offset = handover->packed_offset;
+  }
+  setup = pl->setup;
   pl->cfg = cp_blocking_for(setup->isa);
   pl->co_block = setup->co_block, pl->lanes = setup->lanes, pl->block_groups = layer->groups;
   if (pl->algo->layout != NULL) pl->algo->layout(pl);

@@ -77,6 +77,15 @@ typedef struct cp_algo_setup {
   cp_algo_state state; /* the algorithm's own: its kernels, its weight layout */
 } cp_algo_setup;
 
+/* A setup of another algorithm whose weights an auto-chosen algorithm's
+   packed weights hold too (cp_algorithm.packs_for), for the runs its
+   hands_over rule gives that algorithm. */
+typedef struct cp_handover {
+  const struct cp_algorithm *algo; /* NULL: none */
+  cp_algo_setup setup;             /* algo's own, as its setup hook made it */
+  size_t packed_offset;            /* floats before its weights in the packed weights */
+} cp_handover;
+
 typedef struct cp_plan {
   /* shapes (stride is the pool's; the conv's is conv_stride) */
   convpool_dtype dtype;
@@ -93,8 +102,9 @@ typedef struct cp_plan {
   /* the algorithm */
   const struct cp_algorithm *algo;
   const struct cp_algorithm *handed_over; /* auto's choice, when it handed this run to algo */
-  const cp_algo_setup *setup;             /* algo's setup (of handed_over when set) */
-  const cp_blocking *cfg;                 /* block sizes of the setup's ISA */
+  const cp_algo_setup *setup; /* algo's setup (of handed_over, or the operator's hand-over's) */
+  size_t packed_offset;       /* floats before algo's weights in the operator's packed weights */
+  const cp_blocking *cfg;     /* block sizes of the setup's ISA */
   /* The run's block layout (the setup's, or the algorithm's layout hook's):
      channel blocks of co_block output channels, left channels in lanes
      (lanes of them per position) where lanes > 0. Output channel blocks
@@ -236,10 +246,12 @@ convpool_status cp_plan_make(const cp_layer *layer, const struct cp_algorithm *a
                              int64_t batch, int64_t height, int64_t width, cp_plan *pl);
 
 /* The same, for an algorithm auto chose: the run may be handed over (the
-   algorithm's hands_over rule); pl->handed_over then says so. */
+   algorithm's hands_over rule; to handover's algorithm with its setup, or to
+   one that reads `setup`); pl->handed_over then says so. */
 convpool_status cp_plan_make_auto(const cp_layer *layer, const struct cp_algorithm *algo,
-                                  const cp_algo_setup *setup, int threads, int64_t rows_per_item,
-                                  int64_t batch, int64_t height, int64_t width, cp_plan *pl);
+                                  const cp_algo_setup *setup, const cp_handover *handover,
+                                  int threads, int64_t rows_per_item, int64_t batch, int64_t height,
+                                  int64_t width, cp_plan *pl);
 
 /* The plan as text (convpool_op_describe): `choice` is how auto chose the
    algorithm ("" when it was named), `epilogue` the epilogue row's name. */

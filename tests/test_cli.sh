@@ -422,13 +422,19 @@ grep -q '^algorithm      shift-reduce (sr)' "$tmp/stemp.out" || { echo "auto did
 # threads; with a residual, conv padding 2 (the border tiles' direct path), a batch that
 # leaves a shorter last group, and 16-bit data; both tile sizes. Auto takes Winograd
 # F(4x4,3x3) for 8 images of 512 -> 512 channels at 12x12; hands 7x7 images (every
-# F(4x4,3x3) tile at a corner, which the range rule flags on real activations) to
-# F(2x2,3x3), one or eight, and one image of 14x14 (U of 8 MiB or more for at most 16
-# tiles); not one of 128 -> 128 channels (U 2.3 MiB) or 8 of 14x14 ----
+# F(4x4,3x3) tile at a corner, which the range rule flags on real activations, and
+# F(2x2,3x3)'s corners too) to direct, one or eight, on direct's own weights: the same
+# bytes as --impl direct; one image of 14x14 to F(2x2,3x3) (U of 8 MiB or more for at
+# most 16 tiles); not one of 128 -> 128 channels (U 2.3 MiB) or 8 of 14x14 ----
 deep="--in-channels 512 --out-channels 512 --padding 1 --pool 1 --iters 1 --warmup 0 --show-tiling"
 "$cli" $deep --height 12 --width 12 --batch 8 | grep -q '^algorithm      winograd (' || { echo "auto did not take Winograd for 8 images at 12x12"; fail=1; }
-"$cli" $deep --height 7 --width 7 --batch 8 | grep -q '^algorithm      winograd2x3' || { echo "auto did not hand 8 images at 7x7 to winograd2x3"; fail=1; }
-"$cli" $deep --height 7 --width 7 --batch 1 | grep -q '^algorithm      winograd2x3' || { echo "auto did not hand 1 image at 7x7 to winograd2x3"; fail=1; }
+for b in 8 1; do
+  "$cli" $deep --height 7 --width 7 --batch $b --activation relu --dump-dir "$tmp/hand" >"$tmp/hand.out" || { echo "auto at 7x7 ($b images) failed"; fail=1; }
+  grep -q '^algorithm      channels-in-lanes direct (direct)' "$tmp/hand.out" || { echo "auto did not hand $b images at 7x7 to direct"; fail=1; }
+  grep -q '^auto           winograd hands this run to channels-in-lanes direct' "$tmp/hand.out" || { echo "auto at 7x7 ($b images): no hand-over line"; fail=1; }
+  "$cli" $deep --height 7 --width 7 --batch $b --activation relu --impl direct --threads 1 --dump-dir "$tmp/handd" >/dev/null || { echo "direct at 7x7 ($b images) failed"; fail=1; }
+  cmp -s "$tmp/hand/out.bin" "$tmp/handd/out.bin" || { echo "auto's hand-over to direct ($b images at 7x7) differs from --impl direct"; fail=1; }
+done
 "$cli" $deep --height 14 --width 14 --batch 1 | grep -q '^algorithm      winograd2x3' || { echo "auto did not hand 1 image at 14x14 to winograd2x3"; fail=1; }
 "$cli" $deep --height 14 --width 14 --batch 8 | grep -q '^algorithm      winograd (' || { echo "auto handed 8 images at 14x14 over"; fail=1; }
 "$cli" $deep --in-channels 128 --out-channels 128 --height 14 --width 14 | grep -q '^algorithm      winograd (' ||

@@ -127,10 +127,19 @@ typedef struct cp_algorithm {
      conv outputs faster (a measured rule), or NULL to keep it. That one then
      computes the run from this algorithm's setup and packed weights, which
      hold what it reads (its setup state and weight layout begin as this
-     one's; the setup packs for the hand-over where setup->auto_choice). NULL
-     hook: every run is this algorithm's. */
+     one's; the setup packs for the hand-over where setup->auto_choice), or
+     `packed_for` when not NULL: the algorithm whose own weights the packed
+     weights hold too (packs_for), which computes with a setup of its own.
+     NULL hook: every run is this algorithm's. */
   const struct cp_algorithm *(*hands_over)(const cp_layer *layer, const cp_blocking *cfg,
-                                           int64_t batch, int64_t oh, int64_t ow);
+                                           const struct cp_algorithm *packed_for, int64_t batch,
+                                           int64_t oh, int64_t ow);
+
+  /* Optional, with hands_over: the algorithm whose own weights (as its
+     pack_weights lays them out, from its own setup) a setup that auto chose
+     leaves room for at *offset floats into the packed weights, or NULL. The
+     operator sets that algorithm up and packs its weights there. */
+  const struct cp_algorithm *(*packs_for)(const cp_algo_setup *setup, size_t *offset);
 } cp_algorithm;
 
 /* Every algorithm, by name (algorithms.inc lists them). */

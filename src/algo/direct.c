@@ -185,8 +185,12 @@ static void cp_direct_item_units(const cp_plan *pl, int64_t *rows, int64_t *cols
    512 3x3 stride 2 at 14x14 (9 tiles) 444 -> 402 us (against the build
    before: 441-504 -> 419-460), 2048 -> 512 1x1 at 7x7 337 -> 320 us, 8
    images of either and layers of more tiles level; 512 -> 512 3x3 at 7x7,
-   whose block weights are 590 KB, ran 6% slower in one pass. */
+   whose block weights are 590 KB, ran 6% slower in one pass; so one pass
+   needs them within CP_DIRECT_ONE_PASS_BYTES too, whatever L2 holds: on an
+   Intel Xeon (AVX-512, 2 MiB of L2) 512 -> 512 at 7x7 took 1.01-1.06 ms in
+   one pass and 0.86-0.94 in passes (CLI, alternating, four turns). */
 #define CP_DIRECT_ONE_PASS_TILES 16
+#define CP_DIRECT_ONE_PASS_BYTES ((size_t)512 << 10)
 
 static int cp_direct_geometry(cp_plan *pl) {
   cp_direct_plan *dp = CP_ALGO_STATE(cp_direct_plan, pl->state);
@@ -227,7 +231,7 @@ static int cp_direct_geometry(cp_plan *pl) {
   dp->kc = l1 / 2 / per_channel;
   if (pl->setup->isa >= CP_ISA_AVX512 &&
       (conv_rows * cw + np - 1) / np <= CP_DIRECT_ONE_PASS_TILES &&
-      cig * per_channel <= pl->l2_bytes / 2)
+      cig * per_channel <= pl->l2_bytes / 2 && cig * per_channel <= CP_DIRECT_ONE_PASS_BYTES)
     dp->kc = cig; /* one pass */
   if (dp->kc < 1) dp->kc = 1;
   pl->buf_row_ld = cw; /* compact rows: the kernels write only an item's columns */

@@ -153,7 +153,10 @@ static convpool_status cp_wino_setup_kinds(const cp_layer *layer, const cp_cpu *
  * 0.80-0.96. Images of 8x8 or less, all of whose F(4x4, 3x3) tiles lie at
  * corners (cp_wino_hands_over), go side by side: 8 images of 512 -> 512 at
  * 7x7, 7.2 ms with shift-reduce, 5.6 (benchmark); on ReLU'd normal data with
- * the weights hot 8.0 and 6.9 (2 images: 1.70 and 1.71). With the weights
+ * the weights hot 8.0 and 6.9 (2 images: 1.70 and 1.71). Where the direct
+ * algorithm's weights are packed too, images of 8x8 or less go on to it
+ * (cp_wino_hands_over: a network's activations flag F(2x2, 3x3)'s corner
+ * tiles there). With the weights
  * hot, and at 8 images of 14x14, where U stays in L3 from one image to the
  * next, F(4x4, 3x3)'s fewer products win (256 -> 256 at 14x14, 8 images: 3.1
  * against 5.7 ms; 512 -> 512, 15.9 against 17.0; 128 -> 128 at 28x28, one
@@ -903,12 +906,37 @@ static int cp_wino_too_small(const cp_wino_kind *kd, const cp_layer *layer, cons
          (double)batch * tiles * (double)layer->c_in * (double)layer->c_out < cfg->wino_min_work;
 }
 
+/*
+ * Where F(2x2, 3x3) would take images of 8x8 or less (their F(4x4, 3x3)
+ * tiles all at corners), the direct algorithm computes the run, on weights
+ * of its own that the setup packed (cp_wino_packs_for). On a network's
+ * activations the range rule flags F(2x2, 3x3)'s corner tiles too (one
+ * image of ResNet-18's 512 -> 512 at 7x7: 2 of its 16 tiles, in every
+ * run), and the direct path over them reads the block's direct weights on
+ * top of U: 26 MB a run where direct reads 9.4. Measured in the model (Intel
+ * Xeon with AVX-512, 2 threads, fused ResNet-18, CONVPOOL_VERBOSE times of
+ * each 512 -> 512 layer at 7x7): one image 2.0-2.4 ms with F(2x2, 3x3)
+ * against 1.2-1.4 with direct; 8 images 8.7-12.2 against 7.6-8.2. On
+ * normal random inputs (no flags) the two were level (0.98 ms, one image).
+ */
 static const cp_algorithm *cp_wino_hands_over(const cp_layer *layer, const cp_blocking *cfg,
-                                              int64_t batch, int64_t oh, int64_t ow) {
+                                              const cp_algorithm *packed_for, int64_t batch,
+                                              int64_t oh, int64_t ow) {
   const int f23 = cp_wino_prefers_f23(layer, batch, oh, ow);
   if (cp_wino_too_small(f23 ? &cp_wino_f23 : &cp_wino_f43, layer, cfg, batch, oh, ow))
     return &cp_algorithm_sr;
+  if (f23 && oh <= 8 && ow <= 8 && packed_for == &cp_algorithm_direct) return packed_for;
   return f23 ? &cp_algorithm_winograd2x3 : NULL;
+}
+
+/* A setup that auto chose and that packed F(2x2, 3x3) holds its direct
+   tiles' weights [cb][c][9][MR] at cl_offset: the direct algorithm's
+   layout, which the operator writes there for the hand-over above. */
+static const cp_algorithm *cp_wino_packs_for(const cp_algo_setup *s, size_t *offset) {
+  const cp_wino_setup *ws = CP_ALGO_STATE(const cp_wino_setup, s->state);
+  if (!s->auto_choice || ws->u_floats[CP_WINO_F23] == 0) return NULL;
+  *offset = ws->cl_offset;
+  return &cp_algorithm_direct;
 }
 
 /* The hooks of both tile sizes (each reads its tile size from the plan). */
@@ -936,6 +964,7 @@ const cp_algorithm cp_algorithm_winograd = {
     .setup = cp_wino_setup_layer,
     CP_WINO_HOOKS,
     .hands_over = cp_wino_hands_over,
+    .packs_for = cp_wino_packs_for,
 };
 
 /* F(2x2, 3x3): the same algorithm on smaller tiles. Auto reaches it through
