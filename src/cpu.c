@@ -101,15 +101,21 @@ static int cp_read_cache_leaf(unsigned leaf, size_t *l1d, size_t *l2, size_t *l3
   return found;
 }
 
-static int cp_detect_caches(size_t *l1d, size_t *l2, size_t *l3) {
+/* The vendor string of cpuid leaf 0 into vendor[13]; returns the highest leaf. */
+static unsigned cp_vendor(char vendor[13]) {
   unsigned r[4];
   cp_cpuid(0, 0, r);
-  unsigned max_leaf = r[0];
-  char vendor[13];
   memcpy(vendor, &r[1], 4);
   memcpy(vendor + 4, &r[3], 4);
   memcpy(vendor + 8, &r[2], 4);
   vendor[12] = '\0';
+  return r[0];
+}
+
+static int cp_detect_caches(size_t *l1d, size_t *l2, size_t *l3) {
+  unsigned r[4];
+  char vendor[13];
+  const unsigned max_leaf = cp_vendor(vendor);
   if (strcmp(vendor, "AuthenticAMD") == 0 || strcmp(vendor, "HygonGenuine") == 0) {
     cp_cpuid(0x80000000u, 0, r);
     unsigned max_ext = r[0];
@@ -451,6 +457,9 @@ static void cp_cpu_init(void) {
     if (l2) c->l2 = l2;
     if (l3) c->l3 = l3;
   }
+  char vendor[13];
+  (void)cp_vendor(vendor);
+  c->stride_reach = strcmp(vendor, "GenuineIntel") == 0 ? 2048 : 0;
 #endif
   c->isa = c->detected;
   const char *cap = getenv("CONVPOOL_ISA");

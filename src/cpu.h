@@ -17,6 +17,10 @@ typedef struct cp_cpu {
   int isa_cap_ignored; /* CONVPOOL_ISA was set to a value not recognised */
   size_t l1d, l2, l3;
   int caches_from_cpuid;
+  /* the largest constant stride, in bytes, that the L1 stride prefetcher
+     follows (Intel's optimization manual: 2 KiB), or 0 where a stride of
+     any size is followed (AMD's manuals give no limit) */
+  size_t stride_reach;
 } cp_cpu;
 
 const cp_cpu *cp_cpu_get(void); /* computed once, thread-safe */

@@ -481,6 +481,10 @@ void cp_plan_describe(const cp_plan *pl, convpool_dtype dtype, const char *choic
              "then a barrier\n",
              (long long)pl->prepare_items, pl->shared_bytes);
   pl->algo->describe(pl, sweep, sizeof sweep);
+  char reach[80] = "any stride";
+  if (cpu->stride_reach > 0)
+    snprintf(reach, sizeof reach, "strides up to %zu bytes (sr packs wider planes)",
+             cpu->stride_reach);
   if (pl->act_min == -INFINITY && pl->act_max == INFINITY)
     snprintf(act, sizeof act, "none");
   else if (pl->act_min == 0.0f && pl->act_max == INFINITY)
@@ -492,7 +496,7 @@ void cp_plan_describe(const cp_plan *pl, convpool_dtype dtype, const char *choic
       "algorithm      %s (%s), kernel %s\n"
       "%s"
       "isa            %s (detected %s%s)\n"
-      "caches         L1d %zu KiB, L2 %zu KiB, L3 %zu KiB (%s)\n"
+      "caches         L1d %zu KiB, L2 %zu KiB, L3 %zu KiB (%s); L1 stride prefetch: %s\n"
       "shape          src [%lld, %lld, %lld, %lld] %s -> conv %lldx%lld -> pool %lld -> dst "
       "[%lld, %lld, %lld, %lld]\n"
       "padding        conv %lld,%lld,%lld,%lld (top,left,bottom,right); pool window %lld stride "
@@ -513,7 +517,7 @@ void cp_plan_describe(const cp_plan *pl, convpool_dtype dtype, const char *choic
       pl->algo->name, cp_algorithm_short_name(pl->algo), pl->setup->kernel, choice,
       cp_isa_name(pl->setup->isa), cp_isa_name(cpu->detected),
       cpu->isa_cap_ignored ? "; CONVPOOL_ISA not recognised, ignored" : "", cpu->l1d >> 10,
-      cpu->l2 >> 10, cpu->l3 >> 10, cpu->caches_from_cpuid ? "cpuid" : "fallback values",
+      cpu->l2 >> 10, cpu->l3 >> 10, cpu->caches_from_cpuid ? "cpuid" : "fallback values", reach,
       (long long)pl->batch, (long long)pl->c_in, (long long)pl->height, (long long)pl->width,
       convpool_dtype_name(dtype), (long long)pl->oh, (long long)pl->ow, (long long)pl->pool,
       (long long)pl->batch, (long long)pl->c_out, (long long)pl->ph, (long long)pl->pw,

@@ -417,6 +417,21 @@ cmp -s "$tmp/dpass/out.bin" "$tmp/d1pass/out.bin" || { echo "direct: one pass an
 CONVPOOL_ISA=scalar "$cli" $stem --show-tiling >"$tmp/stemp.out" || { echo "stem (scalar) failed"; fail=1; }
 grep -q '^algorithm      shift-reduce (sr)' "$tmp/stemp.out" || { echo "auto did not keep the 7x7 stride-2 stem on shift-reduce on the portable kernels"; fail=1; }
 
+# ---- shift-reduce reads a 1x1 layer's source in place only where the L1 stride
+# prefetcher follows the planes' stride (Intel: 2 KiB; the caches line says which):
+# 256 -> 64 at 56x56 (planes 12.5 KiB apart) is packed there, in place elsewhere;
+# at 14x14 (784 bytes) in place on every CPU ----
+one="--in-channels 256 --out-channels 64 --filter 1 --pool 1 --iters 1 --warmup 0 --show-tiling"
+"$cli" $one --height 56 --width 56 >"$tmp/ip56.out" || { echo "1x1 at 56x56 failed"; fail=1; }
+"$cli" $one --height 14 --width 14 >"$tmp/ip14.out" || { echo "1x1 at 14x14 failed"; fail=1; }
+grep -q 'an item whose window lies inside the image reads it in place' "$tmp/ip14.out" || { echo "1x1 at 14x14 not read in place"; fail=1; }
+if grep -q '^caches .*L1 stride prefetch: strides up to 2048 bytes' "$tmp/ip56.out"; then
+  grep -q 'reads it in place' "$tmp/ip56.out" && { echo "1x1 at 56x56 read in place past the stride prefetcher's reach"; fail=1; }
+else
+  grep -q '^caches .*L1 stride prefetch: any stride' "$tmp/ip56.out" || { echo "caches line: no stride prefetch reach"; fail=1; }
+  grep -q 'reads it in place' "$tmp/ip56.out" || { echo "1x1 at 56x56 not read in place"; fail=1; }
+fi
+
 # ---- Winograd on small images: a batch's images side by side in one item, the same
 # bytes as items of one image each (--rows-per-item keeps the images apart), on 1 and 2
 # threads; with a residual, conv padding 2 (the border tiles' direct path), a batch that
