@@ -994,6 +994,24 @@ int main(int argc, char **argv) {
   if (!check_nonfinite(CONVPOOL_FLOAT16)) failures++;
   if (!check_nonfinite(CONVPOOL_BFLOAT16)) failures++;
   failures += check_huge_and_wide_data(&cases);
+  if (g_algo == CONVPOOL_ALGO_WINOGRAD) {
+    /* auto's hand-overs from Winograd (U of 8 MiB or more): images of 8x8
+       or less to direct on its own weights (batch 3 at 7x7; pool 2 over 8x8
+       with 260 channels, a partial block), one image of 12x12 to F(2x2) */
+    const layer_case handed[] = {
+        {CONVPOOL_FLOAT32, 3, 256, 256, 9, 9, 3, 1, 1, 1},
+        {CONVPOOL_BFLOAT16, 1, 256, 260, 10, 10, 3, 2, 1, 1},
+        {CONVPOOL_FLOAT32, 1, 256, 256, 14, 14, 3, 1, 0, 1},
+    };
+    g_algo = CONVPOOL_ALGO_AUTO;
+    for (size_t i = 0; i < sizeof handed / sizeof handed[0]; i++) {
+      cases++;
+      if (!check_case(&handed[i], 90 + i, 2)) failures++;
+    }
+    cases++;
+    if (!check_determinism(&handed[0], 95)) failures++;
+    g_algo = CONVPOOL_ALGO_WINOGRAD;
+  }
   if (winograd(g_algo)) {
     cases += 3;
     if (!check_nonfinite_vs_sr(CONVPOOL_FLOAT32)) failures++;
