@@ -455,7 +455,7 @@ static convpool_status cp_op_run_on(convpool_op *op, cp_threadpool *pool, const 
             "kernel %s, %s, %lld items: %.3f ms\n",
             (void *)op, (long long)batch, (long long)op->layer.c_in, (long long)height,
             (long long)width, (long long)batch, (long long)op->layer.c_out, (long long)pl.ph,
-            (long long)pl.pw, cp_algorithm_short_name(pl.algo), pl.setup->kernel, threads,
+            (long long)pl.pw, cp_algorithm_short_name(pl.algo), pl.kernel, threads,
             (long long)stats.items, stats.wall_seconds * 1e3);
   }
   return CONVPOOL_SUCCESS;
@@ -523,7 +523,7 @@ convpool_status convpool_op_plan(const convpool_op *op, int64_t batch, int64_t h
   info->packed_weight_bytes = pl.setup->packed_weight_bytes;
   info->scratch_bytes_per_thread = pl.scratch_bytes;
   info->isa = cp_isa_name(pl.setup->isa);
-  info->kernel = pl.setup->kernel;
+  info->kernel = pl.kernel;
   return CONVPOOL_SUCCESS;
 }
 

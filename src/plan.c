@@ -442,6 +442,7 @@ static convpool_status cp_plan_run(const cp_layer *layer, const cp_algorithm *al
       pl->setup = &handover->setup, pl->packed_offset = handover->packed_offset;
   }
   setup = pl->setup;
+  pl->kernel = setup->kernel;
   pl->cfg = cp_blocking_for(setup->isa);
   pl->co_block = setup->co_block, pl->lanes = setup->lanes, pl->block_groups = layer->groups;
   if (pl->algo->layout != NULL) pl->algo->layout(pl);
@@ -514,7 +515,7 @@ void cp_plan_describe(const cp_plan *pl, convpool_dtype dtype, const char *choic
       "panel          %zu bytes per thread (budget L2/%u = %zu: %s)\n"
       "tile buffer    %zu bytes per thread (budget L2/%u = %zu: %s)\n"
       "scratch        %zu bytes per thread, %zu in all\n",
-      pl->algo->name, cp_algorithm_short_name(pl->algo), pl->setup->kernel, choice,
+      pl->algo->name, cp_algorithm_short_name(pl->algo), pl->kernel, choice,
       cp_isa_name(pl->setup->isa), cp_isa_name(cpu->detected),
       cpu->isa_cap_ignored ? "; CONVPOOL_ISA not recognised, ignored" : "", cpu->l1d >> 10,
       cpu->l2 >> 10, cpu->l3 >> 10, cpu->caches_from_cpuid ? "cpuid" : "fallback values", reach,

@@ -76,8 +76,9 @@ typedef struct cp_algorithm {
 
   /* Optional: the run's block layout, where the setup offers two (its
      kernels for the shape): pl->co_block, pl->lanes (0, or the setup's
-     lanes) and pl->block_groups, set before it from the setup (co_block,
-     lanes, the conv groups). Called first, with the plan's shapes. */
+     lanes), pl->block_groups and pl->kernel (the name shown), set before it
+     from the setup (co_block, lanes, the conv groups, kernel). Called first,
+     with the plan's shapes. */
   void (*layout)(cp_plan *pl);
 
   /* Optional: batch images per item (pl->images; 1 or NULL: one). Called

@@ -191,7 +191,10 @@ static convpool_status cp_wino2_setup_layer(const cp_layer *layer, const cp_cpu 
 /* The run's channel blocks: F(2x2, 3x3)'s are its kernel's MR (the setup's
    are shift-reduce's where auto's winograd hands the run over). */
 static void cp_wino_layout(cp_plan *pl) {
-  if (cp_wino_index(pl) == CP_WINO_F23) pl->co_block = cp_wino_setup_of(pl)->cl->mr;
+  if (cp_wino_index(pl) == CP_WINO_F23) {
+    pl->co_block = cp_wino_setup_of(pl)->cl->mr;
+    pl->kernel = cp_wino_setup_of(pl)->cl->name; /* its products' */
+  }
   pl->lanes = 0;
 }
 
