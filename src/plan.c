@@ -165,21 +165,23 @@ static convpool_status cp_choose_items(cp_plan *pl, int64_t forced, int64_t *sea
         cp_batch_groups(pl) * pl->row_groups * pl->col_blocks >= target)
       break;
     /* as many row groups as the threads want, in whole units; if the
-       algorithm finds items that small not worth it, one unit fewer */
+       algorithm finds items that small not worth it, items of one unit
+       (whose data may fit a cache that the wanted ones overflow), else one
+       unit fewer */
     const int64_t want = (target + cp_batch_groups(pl) * pl->col_blocks - 1) /
                          (cp_batch_groups(pl) * pl->col_blocks);
     const int64_t step = pl->group - unit;
     int64_t g = (pl->ph + want - 1) / want;
     g = (g + unit - 1) / unit * unit;
     if (g > step) g = step;
+    const int64_t tries[3] = {g, unit < g ? unit : g, step};
     cp_plan trial = *pl;
-    for (;;) {
+    for (int i = 0; i < 3; i++) {
+      g = tries[i];
       if (!cp_item_size(&trial, g, pl->col_block))
         return cp_fail(CONVPOOL_INTERNAL_ERROR, "panel geometry failed for %lld rows",
                        (long long)g);
-      if (pl->algo->worth_splitting_to == NULL || pl->algo->worth_splitting_to(&trial) || g == step)
-        break;
-      g = step;
+      if (pl->algo->worth_splitting_to == NULL || pl->algo->worth_splitting_to(&trial)) break;
     }
     if (pl->algo->worth_splitting_to != NULL && !pl->algo->worth_splitting_to(&trial)) break;
     *pl = trial;

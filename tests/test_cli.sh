@@ -458,6 +458,20 @@ done
 # U streamed once, not 6 + 1 rows in two items
 "$cli" $deep --height 28 --width 28 --impl winograd | grep -q '^work items     .* x row groups 1 x ' ||
   { echo "Winograd split a 512 -> 512 image of 28x28 into row groups (U streamed twice)"; fail=1; }
+# items of one tile row where U (576 KiB), V and M (~310 KiB) fit in L2 and give the two
+# threads their 8 items without channel groups; with 128 -> 32 channels at 28x28 (7 tile
+# rows) they would not, and its split keeps channel groups of larger items
+w56="--in-channels 64 --out-channels 64 --height 56 --width 56 --padding 1 --pool 1 --iters 1 --warmup 0 --show-tiling --impl winograd --threads 2"
+"$cli" $w56 >"$tmp/w56.out" || { echo "Winograd 64 -> 64 at 56x56 failed"; fail=1; }
+l2=$(sed -n 's/^caches .*L2 \([0-9]*\) KiB.*/\1/p' "$tmp/w56.out")
+if [ -n "$l2" ] && [ "$l2" -ge 1024 ]; then
+  grep -q '^work items     14 = batch 1 x row groups 14 x column blocks 1 x channel groups 1 ' "$tmp/w56.out" ||
+    { echo "Winograd 64 -> 64 at 56x56 with L2 $l2 KiB: not 14 items of one tile row"; fail=1; }
+  "$cli" $w56 --in-channels 128 --out-channels 32 --height 28 --width 28 | grep -q '^work items     .* x row groups 1 x ' ||
+    { echo "Winograd 128 -> 32 at 28x28: split into row groups and channel groups"; fail=1; }
+else
+  echo "skip: Winograd's one-row items need 1 MiB of L2 (caches line: L2 ${l2:-unknown} KiB)"
+fi
 for side in "--batch 8 --in-channels 48 --out-channels 13 --height 7 --width 7 --padding 1 --activation relu --pool 1" \
             "--batch 5 --in-channels 24 --out-channels 9 --height 6 --width 5 --padding 2 --pool 2 --pool-padding 1 --ceil-mode --residual" \
             "--batch 9 --in-channels 600 --out-channels 12 --height 7 --width 6 --padding 1 --pool 3 --pool-stride 2" \

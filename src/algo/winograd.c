@@ -612,13 +612,28 @@ static double cp_wino_cost(const cp_plan *pl) {
    whose products pay for a pass over U from L3 or memory; where U fits in
    half of L2, a thread's items read it there and any item is worth it
    (rows of one tile, a single channel group and no phase before the items).
-   Intel Xeon (AVX-512, 2 MiB of L2), 2 threads, alternating: 64 -> 64 at
-   56x56, U 576 KiB, 2 row groups x 3 channel groups (a shared phase, V and
-   M past L2) 0.56-0.59 ms -> 14 items of one tile row 0.37-0.39. */
+   So are items whose U, V and M fit in L2 together where they alone give
+   the threads their items (channel groups would transform the input
+   again). 64 -> 64 at 56x56, U 576 KiB, 2 threads, alternating: 2 row
+   groups x 3 channel groups (a shared phase, V and M past L2) against 14
+   items of one tile row (V 146 KiB, M 162 KiB): Intel Xeon (2 MiB of L2)
+   0.56-0.59 -> 0.37-0.39 ms, AMD Zen 5 (1 MiB) 0.58-0.60 -> 0.35-0.36 ms
+   (two images 1.10 -> 0.69-0.74), where items of two tile rows took
+   0.51-0.52 ms; 128 -> 32 at 28x28 in 7 such items and 2 channel groups
+   0.12 -> 0.19 ms. */
 static int cp_wino_worth_splitting_to(const cp_plan *pl) {
   const cp_wino_setup *ws = cp_wino_setup_of(pl);
-  if ((double)ws->u_floats[cp_wino_index(pl)] * sizeof(float) <= (double)pl->l2_bytes / 2) return 1;
-  return cp_wino_plan_of(pl)->max.tiles >= 4 * cp_wino_direct_nr(pl);
+  const cp_wino_plan *wp = cp_wino_plan_of(pl);
+  const double u = (double)ws->u_floats[cp_wino_index(pl)] * sizeof(float);
+  if (u <= (double)pl->l2_bytes / 2) return 1;
+  const double m = (double)wp->pass * cp_wino_kind_of(pl)->points_n * (double)pl->co_block *
+                   (double)wp->max.t_alloc * sizeof(float);
+  const int64_t items = cp_batch_groups(pl) * ((pl->ph + pl->group - 1) / pl->group) *
+                        ((pl->pw + pl->col_block - 1) / pl->col_block);
+  if (u + (double)wp->v_floats * sizeof(float) + m <= (double)pl->l2_bytes &&
+      items >= (int64_t)pl->cfg->items_per_thread * (int64_t)pl->threads)
+    return 1;
+  return wp->max.tiles >= 4 * cp_wino_direct_nr(pl);
 }
 
 /* V, the range rule's sums of each slice and the tile flags behind the input panel. */
