@@ -39,6 +39,12 @@ max_pool2d(conv2d(x, w, bias), pool, pool)):
     ceil_mode     ceil sizing; a last window that would start in the bottom or
                   right padding is dropped (torch and ONNX)
 
+An ONNX node's auto_pad becomes explicit pads with onnx_auto_pads (SAME_UPPER,
+SAME_LOWER, VALID, or the node's pads for NOTSET):
+
+    pads = convpool.onnx_auto_pads("SAME_UPPER", x.shape[2:], k, stride=2)
+    y = convpool.conv2d_maxpool(x, w, bias, padding=pads, stride=2)
+
 convpool.LayerSpec holds these parameters normalised; convpool.torch wraps
 the layer as a torch module and fuses torchvision-style models.
 
@@ -78,7 +84,7 @@ import numpy as np
 from . import _native
 from . import layer as _layer
 from ._native import LibraryNotFoundError
-from .layer import LayerSpec
+from .layer import LayerSpec, onnx_auto_pads
 from .bfloat16 import bfloat16_to_float32, float32_to_bfloat16
 
 __version__ = "0.1.0"
@@ -87,7 +93,7 @@ __all__ = [
     "conv2d_maxpool", "Operator", "info", "library_path", "status_string",
     "Error", "InvalidArgumentError", "UnsupportedError", "OutOfMemoryError",
     "InvalidStateError", "InternalError", "LibraryNotFoundError", "IMPLS", "impls",
-    "float32_to_bfloat16", "bfloat16_to_float32", "LayerSpec", "ACTIVATIONS",
+    "float32_to_bfloat16", "bfloat16_to_float32", "LayerSpec", "ACTIVATIONS", "onnx_auto_pads",
     "set_shared_threads", "shared_threads", "set_shared_openmp", "shared_openmp",
 ]
 

@@ -33,10 +33,12 @@ the binding, by convpool.torch and by the test oracle (tests/support/reference.p
 import math
 import operator as _operator
 from dataclasses import dataclass
+from typing import Sequence, Tuple, Union
 
 import numpy as np
 
-__all__ = ["LayerSpec", "normalize_pads", "normalize_activation", "pooled_size"]
+__all__ = ["LayerSpec", "normalize_pads", "normalize_activation", "pooled_size",
+           "onnx_auto_pads"]
 
 INT64_MAX = 2**63 - 1
 
@@ -84,6 +86,72 @@ def normalize_pads(name, value):
         return normalize_pads(name, value.tolist())
     v = as_int(name, value, 0)
     return (v, v, v, v)
+
+
+#: ONNX's auto_pad values (Conv, MaxPool).
+AUTO_PADS = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
+
+
+def _pair(name, value, minimum):
+    """(rows, columns) from an int or a pair of ints, each >= minimum."""
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2:
+            raise ValueError(f"{name} = {value!r} must be an int or 2 values (rows, columns), "
+                             f"got {len(value)}")
+        return tuple(as_int(f"{name} {axis}", v, minimum)
+                     for axis, v in zip(("rows", "columns"), value))
+    v = as_int(name, value, minimum)
+    return (v, v)
+
+
+IntOrPair = Union[int, Tuple[int, int]]
+
+
+def onnx_auto_pads(auto_pad: Union[str, bytes], size: IntOrPair, kernel: IntOrPair,
+                   stride: IntOrPair = 1, dilation: IntOrPair = 1,
+                   pads: Union[int, Sequence[int]] = 0) -> Tuple[int, int, int, int]:
+    """The explicit (top, left, bottom, right) pads of an ONNX Conv or MaxPool auto_pad.
+
+    auto_pad  "NOTSET", "VALID", "SAME_UPPER" or "SAME_LOWER" (str or bytes, as
+              the node's attribute holds it)
+    size      what the node reads: its input's (height, width), or an int for both
+              (a MaxPool that follows the conv in one layer reads the conv output,
+              LayerSpec.output_size's OH, OW)
+    kernel    the filter size K, or the pool window P; an int or (rows, columns)
+    stride    the node's strides; dilation its dilations (1 for MaxPool)
+    pads      the node's own pads, returned (normalised) for NOTSET
+
+    VALID is no padding. SAME_UPPER and SAME_LOWER make the output ceil(size /
+    stride) along each axis: the total padding max(0, (out - 1) * stride +
+    dilation * (kernel - 1) + 1 - size) is split in two halves, the odd one at
+    the end for SAME_UPPER and at the beginning for SAME_LOWER (ONNX's rule).
+    Give the result as ``padding=`` (Conv) or ``pool_padding=`` (MaxPool): a
+    MaxPool's SAME pads are at most P - 1 on each side, as the library requires.
+    """
+    if isinstance(auto_pad, bytes):
+        auto_pad = auto_pad.decode("ascii", "replace")
+    if not isinstance(auto_pad, str):
+        raise TypeError(f"auto_pad must be a str, got {type(auto_pad).__name__}")
+    if auto_pad not in AUTO_PADS:
+        raise ValueError(f"auto_pad = {auto_pad!r}; expected one of {', '.join(AUTO_PADS)}")
+    sizes = _pair("size", size, 1)
+    kernels = _pair("kernel", kernel, 1)
+    strides = _pair("stride", stride, 1)
+    dilations = _pair("dilation", dilation, 1)
+    if auto_pad == "NOTSET":
+        return normalize_pads("pads", pads)
+    if auto_pad == "VALID":
+        return (0, 0, 0, 0)
+    begins, ends = [], []
+    for n, k, s, d in zip(sizes, kernels, strides, dilations):
+        out = -(-n // s)
+        total = max(0, (out - 1) * s + d * (k - 1) + 1 - n)
+        small, large = total // 2, total - total // 2
+        begins.append(small if auto_pad == "SAME_UPPER" else large)
+        ends.append(large if auto_pad == "SAME_UPPER" else small)
+    return (begins[0], begins[1], ends[0], ends[1])
 
 
 def _real(name, value):

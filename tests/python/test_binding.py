@@ -863,6 +863,72 @@ def bf16_oracle(values32):
     return np.where(pick_high, high, low).astype(np.uint16)
 
 
+class TestOnnxAutoPads(unittest.TestCase):
+    """convpool.onnx_auto_pads: an ONNX node's auto_pad as explicit pads."""
+
+    def test_values_of_the_rule(self):
+        f = convpool.onnx_auto_pads
+        # size 5, K 3, stride 2: output 3, 2 pads, one on each side
+        self.assertEqual(f("SAME_UPPER", 5, 3, 2), (1, 1, 1, 1))
+        # size 6: one pad, at the end (UPPER) or at the beginning (LOWER)
+        self.assertEqual(f("SAME_UPPER", 6, 3, 2), (0, 0, 1, 1))
+        self.assertEqual(f("SAME_LOWER", 6, 3, 2), (1, 1, 0, 0))
+        self.assertEqual(f(b"SAME_UPPER", (4, 4), 2), (0, 0, 1, 1))
+        # rows: output 4 and a dilated span of 5, 4 pads; columns: stride 3
+        # over 8 with a 1-wide window needs none
+        self.assertEqual(f("SAME_LOWER", (7, 8), (3, 1), (2, 3), (2, 1)), (2, 0, 2, 0))
+        self.assertEqual(f("VALID", 9, 5, 2), (0, 0, 0, 0))
+        self.assertEqual(f("NOTSET", 9, 5, pads=(1, 2, 3, 4)), (1, 2, 3, 4))
+        self.assertEqual(f("NOTSET", 9, 5), (0, 0, 0, 0))
+
+    def test_bad_values_are_refused(self):
+        f = convpool.onnx_auto_pads
+        with self.assertRaisesRegex(ValueError, "auto_pad = 'SAME'"):
+            f("SAME", 4, 3)
+        with self.assertRaisesRegex(TypeError, "auto_pad must be a str"):
+            f(1, 4, 3)
+        with self.assertRaisesRegex(ValueError, "stride = 0"):
+            f("SAME_UPPER", 4, 3, 0)
+        with self.assertRaisesRegex(ValueError, "size rows = 0"):
+            f("SAME_UPPER", (0, 4), 3)
+        with self.assertRaisesRegex(ValueError, "kernel = .* got 3"):
+            f("VALID", 4, (3, 3, 3))
+
+    def test_same_conv_and_pool_against_torch(self):
+        """SAME pads make the conv output ceil(H / s) and the pooled one ceil(OH / S);
+        the values are torch's with those pads written out (zeros before the conv,
+        -inf before the pool)."""
+        import torch
+        import torch.nn.functional as F
+        t = torch.from_numpy
+        rng = np.random.default_rng(5)
+        for h, wd in ((7, 8), (13, 6)):
+            x = rng.standard_normal((2, 5, h, wd)).astype(np.float32)
+            for k, s, d in ((1, 2, 1), (2, 1, 1), (3, 2, 1), (3, 1, 2), (4, 3, 1), (5, 2, 1)):
+                w = rng.standard_normal((4, 5, k, k)).astype(np.float32)
+                b = rng.standard_normal(4).astype(np.float32)
+                for mode in ("SAME_UPPER", "SAME_LOWER"):
+                    pads = convpool.onnx_auto_pads(mode, (h, wd), k, s, d)
+                    oh, ow = -(-h // s), -(-wd // s)
+                    xp = F.pad(t(x.astype(np.float64)), (pads[1], pads[3], pads[0], pads[2]))
+                    y = F.relu(F.conv2d(xp, t(w.astype(np.float64)), t(b.astype(np.float64)),
+                                        stride=s, dilation=d))
+                    self.assertEqual(tuple(y.shape[2:]), (oh, ow))
+                    for p, ps in ((1, 1), (2, 2), (3, 2), (2, 3)):
+                        ppads = convpool.onnx_auto_pads(mode, (oh, ow), p, ps)
+                        case = dict(h=h, w=wd, k=k, s=s, d=d, mode=mode, p=p, ps=ps)
+                        with self.subTest(**case):
+                            got = convpool.conv2d_maxpool(
+                                x, w, b, pool=p, pool_stride=ps, padding=pads, stride=s,
+                                dilation=d, pool_padding=ppads, activation="relu")
+                            yp = F.pad(y, (ppads[1], ppads[3], ppads[0], ppads[2]),
+                                       value=-np.inf)
+                            want = F.max_pool2d(yp, p, ps).numpy()
+                            self.assertEqual(got.shape, (2, 4, -(-oh // ps), -(-ow // ps)))
+                            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5,
+                                                       err_msg=str(case))
+
+
 class TestBfloat16Conversions(unittest.TestCase):
     """convpool.float32_to_bfloat16 and convpool.bfloat16_to_float32."""
 
