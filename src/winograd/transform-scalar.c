@@ -1,5 +1,6 @@
 /* Portable Winograd transforms (one tile at a time), the multiply stage and dispatch. */
 #include <math.h>
+#include <string.h>
 
 #include "winograd.h"
 
@@ -55,15 +56,17 @@ size_t cp_wino_screen_tiles(const float *sums, size_t slices, size_t slice_float
   for (size_t n = 0; n < tiles; n++) {
     const float *t = sums + n * CP_WINO_SUMS;
     float a[6][6], dmax = t[36];
-    for (int x = 0; x < 36; x++) a[x / 6][x % 6] = t[x];
+    memcpy(a, t, sizeof a);
     for (size_t i = 1; i < slices; i++) { /* the slices' sums, in slice order */
       const float *u = t + i * slice_floats;
-      for (int x = 0; x < 36; x++) a[x / 6][x % 6] += u[x];
+      for (int y = 0; y < 6; y++)
+        for (int x = 0; x < 6; x++) a[y][x] += u[6 * y + x];
       dmax = dmax > u[36] ? dmax : u[36];
     }
     float s16[16], amax = a[0][0];
     CP_W_WINDOWS(a, s16);
-    for (int i = 1; i < 36; i++) amax = amax > a[i / 6][i % 6] ? amax : a[i / 6][i % 6];
+    for (int y = 0; y < 6; y++) /* row-major, as the sums */
+      for (int x = 0; x < 6; x++) amax = amax > a[y][x] ? amax : a[y][x];
     int64_t tc = (int64_t)(n % tw_pad), cols = screen->cols;
     if (screen->slot > 0) /* a column of its image's slot; none past the last slot */
       cols = tc / screen->slot < screen->slots ? screen->cols : 0, tc %= screen->slot;
