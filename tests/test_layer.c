@@ -830,7 +830,7 @@ static int check_data_case(const char *what, int64_t c_in, int64_t c_out, int64_
  * input of 3e38 (its inner transform points overflowed); every input 1e38
  * with weights 1 (sums overflow: +inf as shift-reduce and torch, not NaN);
  * weights 2e38 (U overflowed fp32); one input 1e20 among N(0,1) values; one
- * input 1e3 or 1e5 among values in [0, 1).
+ * input 1e3 or 1e5 among values in [0, 1); every 53rd input 1e4.
  */
 static int check_huge_and_wide_data(int *cases) {
   int failures = 0;
@@ -866,6 +866,17 @@ static int check_huge_and_wide_data(int *cases) {
     failures += !check_data_case(
         k == 0 ? "one input 1e3 among [0, 1), 16 -> 64" : "one input 1e5 among [0, 1), 16 -> 64",
         c_in, c_out, hw, hw, x, w2);
+    free(w2);
+  }
+  { /* spikes all over: many flagged tiles per item, several register tiles of
+       their outputs, input channels past a multiple of 16, a partial last block */
+    const int64_t c_in = 24, c_out = 40;
+    for (int64_t i = 0; i < c_in * hw * hw; i++) x[i] = i % 53 == 0 ? 1e4f : tu_uniform(&rng);
+    float *w2 = tu_xmalloc((size_t)(c_out * c_in * 9) * sizeof(float));
+    for (int64_t i = 0; i < c_out * c_in * 9; i++) w2[i] = tu_uniform(&rng) - 0.25f;
+    (*cases)++;
+    failures +=
+        !check_data_case("every 53rd input 1e4 among [0, 1), 24 -> 40", c_in, c_out, hw, hw, x, w2);
     free(w2);
   }
   free(x), free(wt);
