@@ -793,125 +793,169 @@ static const float *cp_wino_pack_item(const cp_run *r, cp_item *it, float *panel
   return input;
 }
 
+/* F(4x4, 3x3)'s direct path (cp_wino_gather_tiles): the outputs gathered
+   so far, in runs along conv rows (run u: lanes [lane[u], lane[u + 1]),
+   read from panel offset at[u] on), and what every run needs. */
+typedef struct cp_wino_gathered {
+  const cp_run *r;
+  const cp_wino_tiles *t;
+  const float *panel, *w; /* w: the block's weights, [c][3][3][MR] */
+  const cp_sr_ukernel *uk;
+  size_t channels;
+  float *buf, *tile, *gather;
+  size_t lane[CP_MAX_NR + 1], at[CP_MAX_NR], runs, n;
+} cp_wino_gathered;
+
+/* The shift-reduce kernel over the gathered outputs, into the tile buffer. */
+static void cp_wino_gather_flush(cp_wino_gathered *g) {
+  const cp_plan *pl = g->r->pl;
+  const cp_wino_plan *wp = cp_wino_plan_of(pl);
+  const size_t ld = wp->panel.ld, cs = wp->panel.cs, c_in = (size_t)pl->c_in;
+  const size_t mr = (size_t)g->uk->mr, n = g->n, runs = g->runs;
+  if (n == 0) return;
+  g->lane[runs] = n;
+  /* the kernel of the fewest lanes that hold them (the same MR and sums) */
+  const cp_sr_ukernel *uk = g->uk;
+  for (const cp_sr_ukernel *half;
+       n <= (size_t)uk->nr / 2 && (half = cp_sr_ukernel_with_nr(uk, uk->nr / 2)) != NULL;)
+    uk = half;
+  const size_t kn = (size_t)uk->nr;
+  memset(g->gather, 0, 9 * CP_WINO_GATHER_CHANNELS * kn * sizeof(float)); /* lanes past n */
+  for (size_t c0 = 0; c0 < c_in; c0 += CP_WINO_GATHER_CHANNELS) {
+    const size_t cn = c_in - c0 < CP_WINO_GATHER_CHANNELS ? c_in - c0 : CP_WINO_GATHER_CHANNELS;
+    for (size_t c = 0; c < cn; c++)
+      for (size_t u = 0; u < runs; u++) {
+        const float *src = g->panel + (c0 + c) * cs + g->at[u];
+        float *dst = g->gather + c * 9 * kn + g->lane[u];
+        const size_t len = g->lane[u + 1] - g->lane[u];
+        for (size_t i = 0; i < 3; i++)
+          for (size_t j = 0; j < 3; j++) {
+            const float *from = src + i * ld + j;
+            float *to = dst + (3 * i + j) * kn;
+            if (len == 4) /* a whole row of a tile: one vector move */
+              memcpy(to, from, 4 * sizeof(float));
+            else
+              for (size_t p = 0; p < len; p++) to[p] = from[p];
+          }
+      }
+    uk->fn(g->gather, kn, 0, 9 * cn, 1, g->w + c0 * 9 * mr, g->tile, kn, c0 > 0, NULL);
+  }
+  for (size_t u = 0; u < runs; u++) {
+    const size_t y = g->at[u] / ld, x = g->at[u] % ld; /* the panel's row and column */
+    float *out = g->buf + (y - g->t->dy) * pl->buf_row_ld + x - g->t->dx;
+    for (size_t ch = 0; ch < g->channels; ch++)
+      for (size_t p = g->lane[u]; p < g->lane[u + 1]; p++)
+        out[ch * pl->buf_cols + p - g->lane[u]] = g->tile[ch * kn + p];
+  }
+  g->n = 0, g->runs = 0;
+}
+
 /*
- * F(4x4, 3x3)'s direct path: the outputs of the flagged tiles (every tile
- * with `all`), NR of them per register tile wherever they lie. Their taps are
- * gathered, CP_WINO_GATHER_CHANNELS input channels at a time, into `gather`
- * as a 1x1 panel of 9 x those channels (channel c, tap (i, j) at row
- * 9 c + 3 i + j, the order of the blocked weights), and the shift-reduce
- * kernel of the block's MR with the fewest lanes that hold them contracts
- * it, each gather continuing the sums of the last (ukernel.h: accumulate):
- * the same terms in the same order as a 3x3 call on the panel, so the same
- * bits, with every lane an output of a flagged tile rather than NR
- * consecutive columns of which a lone tile has 4. Measured on 256 -> 256 at
- * 14x14, 8 images of a resnet50's activations whose range flags some tiles
- * (Zen 5, 2 threads, Python operators, three alternations): 5.5-6.4 -> 3.9-4.3 ms.
+ * F(4x4, 3x3)'s direct path over the flagged tiles (every tile with `all`),
+ * into the tile buffer, with the shift-reduce kernel (the blocked weights):
+ * a run of flagged tiles along a tile row that fills half of the kernel's
+ * lanes or more, a call per conv row and NR columns on the panel; the
+ * outputs of the shorter runs, wherever they lie, gathered into the lanes
+ * of calls of their own (the taps of 16 input channels at a time as a 1x1
+ * panel of 9 x 16 rows, channel c, tap (i, j) at row 9 c + 3 i + j, the
+ * weights' order, each gather continuing the last one's sums: ukernel.h,
+ * accumulate). Both sum the same terms in the same order from zero: the
+ * same bits. A lone tile used to take a 32-lane call for each of its 4
+ * rows; measured on 256 -> 256 at 14x14, 8 images of a resnet50's
+ * activations whose range flags some tiles (Zen 5, 2 threads, Python
+ * operators, three alternations): 5.5-6.4 -> 3.9-4.3 ms.
  */
 static void cp_wino_gather_tiles(const cp_run *r, const cp_wino_tiles *t, const float *panel,
                                  const unsigned char *flags, int64_t cb, size_t channels,
                                  float *buf, float *tile, float *gather, int all) {
   const cp_plan *pl = r->pl;
-  const cp_wino_plan *wp = cp_wino_plan_of(pl);
   const cp_sr_setup *sr = &cp_wino_setup_of(pl)->sr;
-  const cp_sr_ukernel *block_uk = /* cp_sr_block_kernel's choice */
+  const cp_sr_ukernel *uk = /* cp_sr_block_kernel's choice */
       (cb + 1) % pl->group_co_blocks == 0 ? sr->uk_tail : sr->uk;
-  const size_t nr = cp_wino_direct_nr(pl), mr = (size_t)block_uk->mr;
-  const size_t ld = wp->panel.ld, cs = wp->panel.cs, c_in = (size_t)pl->c_in;
-  const float *w = cp_sr_block_weights(r, cb); /* [c][3][3][mr] */
-  const size_t tiles = t->th * t->tw_pad;
-  /* the register tile's outputs in runs along a conv row: run u is outputs
-     [lane[u], lane[u + 1]) of the lanes, from panel offset at[u] on */
-  size_t lane[CP_MAX_NR + 1], at[CP_MAX_NR], runs = 0, n = 0;
-  size_t k = 0, row = 0; /* the next tile, and its next row of outputs */
-  for (;;) {
-    for (; k < tiles; row = 0, k++) { /* whole rows of tiles, while NR lanes hold them */
-      if (!all && !flags[k]) continue;
-      const size_t y0 = 4 * (k / t->tw_pad), x0 = 4 * (k % t->tw_pad);
-      const size_t len = x0 < t->dx ? 4 - (t->dx - x0) : 4; /* from the item's first column */
-      for (; row < 4; row++) {
-        if (y0 + row < t->dy) continue; /* before the item's first row */
-        if (n + len > nr) break;        /* the row goes to the next register tile */
-        lane[runs] = n, at[runs] = (y0 + row) * ld + x0 + 4 - len, runs++;
-        n += len;
-      }
-      if (row < 4) break;
-    }
-    if (n == 0) return;
-    lane[runs] = n;
-    /* the kernel of the fewest lanes that hold them (the same MR and sums) */
-    const cp_sr_ukernel *uk = block_uk;
-    for (const cp_sr_ukernel *half;
-         n <= (size_t)uk->nr / 2 && (half = cp_sr_ukernel_with_nr(uk, uk->nr / 2)) != NULL;)
-      uk = half;
-    const size_t kn = (size_t)uk->nr;
-    memset(gather, 0, 9 * CP_WINO_GATHER_CHANNELS * kn * sizeof(float)); /* lanes past n */
-    for (size_t c0 = 0; c0 < c_in; c0 += CP_WINO_GATHER_CHANNELS) {
-      const size_t cn = c_in - c0 < CP_WINO_GATHER_CHANNELS ? c_in - c0 : CP_WINO_GATHER_CHANNELS;
-      for (size_t c = 0; c < cn; c++)
-        for (size_t u = 0; u < runs; u++) {
-          const float *src = panel + (c0 + c) * cs + at[u];
-          float *dst = gather + c * 9 * kn + lane[u];
-          const size_t len = lane[u + 1] - lane[u];
-          for (size_t i = 0; i < 3; i++)
-            for (size_t j = 0; j < 3; j++) {
-              const float *from = src + i * ld + j;
-              float *to = dst + (3 * i + j) * kn;
-              if (len == 4) /* a whole row of a tile: one vector move */
-                memcpy(to, from, 4 * sizeof(float));
-              else
-                for (size_t p = 0; p < len; p++) to[p] = from[p];
-            }
+  const size_t nr = cp_wino_direct_nr(pl), ld = cp_wino_plan_of(pl)->panel.ld;
+  const size_t cs = cp_wino_plan_of(pl)->panel.cs, c_in = (size_t)pl->c_in;
+  cp_wino_gathered g;
+  g.r = r, g.t = t, g.panel = panel, g.w = cp_sr_block_weights(r, cb), g.uk = uk;
+  g.channels = channels, g.buf = buf, g.tile = tile, g.gather = gather, g.runs = 0, g.n = 0;
+  for (size_t tr = 0; tr < t->th; tr++)
+    for (size_t tc = 0; tc < t->tw_pad; tc++) {
+      if (!all && !flags[tr * t->tw_pad + tc]) continue;
+      const size_t x_begin = 4 * tc;
+      while (tc < t->tw_pad && (all || flags[tr * t->tw_pad + tc])) tc++;
+      const size_t x_end = 4 * tc; /* a run of flagged tiles */
+      for (size_t y = 4 * tr; y < 4 * tr + 4; y++) {
+        if (y < t->dy) continue;                             /* before the item's first row */
+        const size_t x0 = x_begin < t->dx ? t->dx : x_begin; /* from its first column */
+        if (2 * (x_end - x_begin) >= nr) {                   /* a long run: NR columns per call */
+          for (size_t x = x_begin; x < x_end; x += nr) {
+            const size_t n = x_end - x < nr ? x_end - x : nr, skip = x < t->dx ? t->dx - x : 0;
+            uk->fn(panel + y * ld + x, cs, ld, c_in, 3, g.w, tile, nr, 0, NULL);
+            for (size_t ch = 0; ch < channels; ch++)
+              for (size_t i = skip; i < n; i++)
+                buf[ch * pl->buf_cols + (y - t->dy) * pl->buf_row_ld + x + i - t->dx] =
+                    tile[ch * nr + i];
+          }
+          continue;
         }
-      uk->fn(gather, kn, 0, 9 * cn, 1, w + c0 * 9 * mr, tile, kn, c0 > 0, NULL);
+        for (size_t x = x0; x < x_end;) { /* gathered, a tile's row of 4 at a time */
+          const size_t len = (x / 4 + 1) * 4 - x;
+          if (g.n + len > nr) cp_wino_gather_flush(&g);
+          g.lane[g.runs] = g.n, g.at[g.runs] = y * ld + x, g.runs++, g.n += len, x += len;
+        }
+      }
     }
-    for (size_t u = 0; u < runs; u++) {
-      const size_t y = at[u] / ld, x = at[u] % ld; /* the panel's row and column of the run */
-      float *out = buf + (y - t->dy) * pl->buf_row_ld + x - t->dx;
-      for (size_t ch = 0; ch < channels; ch++)
-        for (size_t p = lane[u]; p < lane[u + 1]; p++)
-          out[ch * pl->buf_cols + p - lane[u]] = tile[ch * kn + p];
-    }
-    n = 0, runs = 0;
-  }
+  cp_wino_gather_flush(&g);
+}
+
+/* The channels-in-lanes kernel over the conv outputs (y[p], x[p]) of
+   the item, p < n <= NP (positions past n repeat the last, read, not
+   stored), into the tile buffer. */
+static void cp_wino_cl_outputs(const cp_run *r, const cp_wino_tiles *t, const float *panel,
+                               const float *w, const ptrdiff_t *off, const size_t *y,
+                               const size_t *x, size_t n, size_t channels, float *buf,
+                               float *tile) {
+  const cp_plan *pl = r->pl;
+  const cp_wino_plan *wp = cp_wino_plan_of(pl);
+  const cp_cl_ukernel *uk = cp_wino_setup_of(pl)->cl;
+  const size_t np = (size_t)uk->np, ld = wp->panel.ld;
+  ptrdiff_t pos[CP_CL_MAX_NP];
+  for (size_t p = 0; p < np; p++)
+    pos[p] = (ptrdiff_t)(y[p < n ? p : n - 1] * ld + x[p < n ? p : n - 1]);
+  uk->fn(panel, wp->panel.cs, pos, off, 9, (size_t)pl->c_in, w, NULL, 1, tile, np, n);
+  for (size_t ch = 0; ch < channels; ch++)
+    for (size_t p = 0; p < n; p++)
+      buf[ch * pl->buf_cols + (y[p] - t->dy) * pl->buf_row_ld + x[p] - t->dx] = tile[ch * np + p];
 }
 
 /*
  * F(2x2, 3x3)'s direct path over the flagged tiles (every tile with `all`),
- * into the tile buffer: runs of flagged tiles along a tile row, NP conv
- * positions of one row per call of the channels-in-lanes kernel (its weights
- * [cb][c][9][MR]; positions past the run repeat its last one, read, not
- * stored).
+ * into the tile buffer: their outputs, wherever they lie, NP per call of the
+ * channels-in-lanes kernel (its weights [cb][c][9][MR]). An output's sum
+ * does not depend on the others in its call, so these are the bits of the
+ * call per row of each run of flagged tiles this replaces, which held the 2
+ * outputs of a lone tile in 6 positions.
  */
 static void cp_wino_direct_tiles(const cp_run *r, const cp_wino_tiles *t, const float *panel,
                                  const unsigned char *flags, int64_t cb, size_t channels,
                                  float *buf, float *tile, int all) {
   const cp_plan *pl = r->pl;
-  const cp_wino_plan *wp = cp_wino_plan_of(pl);
   const cp_wino_setup *ws = cp_wino_setup_of(pl);
-  const size_t nr = cp_wino_direct_nr(pl), ld = wp->panel.ld, cs = wp->panel.cs;
+  const size_t np = cp_wino_direct_nr(pl), ld = cp_wino_plan_of(pl)->panel.ld;
   const size_t c_in = (size_t)pl->c_in, m = (size_t)cp_wino_kind_of(pl)->m;
   const float *w = r->packed + ws->cl_offset + (size_t)cb * c_in * 9 * (size_t)ws->cl->mr;
-  ptrdiff_t off[9], pos[CP_CL_MAX_NP];
+  ptrdiff_t off[9];
+  size_t y[CP_CL_MAX_NP], x[CP_CL_MAX_NP], n = 0;
   for (size_t i = 0; i < 9; i++) off[i] = (ptrdiff_t)((i / 3) * ld + i % 3);
-  for (size_t tr = 0; tr < t->th; tr++)
-    for (size_t tc = 0; tc < t->tw_pad; tc++) {
-      if (!all && !flags[tr * t->tw_pad + tc]) continue;
-      const size_t x_begin = m * tc;
-      while (tc < t->tw_pad && (all || flags[tr * t->tw_pad + tc])) tc++;
-      const size_t x_end = m * tc; /* a run of flagged tiles */
-      for (size_t y = m * tr; y < m * tr + m; y++) {
-        if (y < t->dy) continue;
-        for (size_t x = x_begin; x < x_end; x += nr) {
-          const size_t n = x_end - x < nr ? x_end - x : nr, skip = x < t->dx ? t->dx - x : 0;
-          for (size_t p = 0; p < nr; p++) pos[p] = (ptrdiff_t)(y * ld + x + (p < n ? p : n - 1));
-          ws->cl->fn(panel, cs, pos, off, 9, c_in, w, NULL, 1, tile, nr, n);
-          for (size_t k = 0; k < channels; k++)
-            for (size_t i = skip; i < n; i++)
-              buf[k * pl->buf_cols + (y - t->dy) * pl->buf_row_ld + x + i - t->dx] =
-                  tile[k * nr + i];
-        }
-      }
+  for (size_t k = 0; k < t->th * t->tw_pad; k++) {
+    if (!all && !flags[k]) continue;
+    for (size_t q = 0; q < m * m; q++) {
+      const size_t yq = m * (k / t->tw_pad) + q / m, xq = m * (k % t->tw_pad) + q % m;
+      if (yq < t->dy || xq < t->dx) continue; /* before the item's first row or column */
+      y[n] = yq, x[n] = xq;
+      if (++n == np) cp_wino_cl_outputs(r, t, panel, w, off, y, x, n, channels, buf, tile), n = 0;
     }
+  }
+  if (n > 0) cp_wino_cl_outputs(r, t, panel, w, off, y, x, n, channels, buf, tile);
 }
 
 static const float *cp_wino_compute_block(const cp_run *r, const cp_item *it, const float *panel,
