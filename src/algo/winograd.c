@@ -518,7 +518,7 @@ static int cp_wino_v_floats(const cp_plan *pl, const cp_wino_tiles *t, size_t *n
   return cp_mul(t->nblk, (size_t)cp_wino_kind_of(pl)->points_n, n) && cp_mul(*n, vs, n);
 }
 
-/* Input channels per gather of the direct path's taps (cp_wino_gather_tiles):
+/* Input channels per gather of the direct path's taps (cp_wino_direct_f43):
    9 x this many x NR floats, 18 KiB at NR = 32. */
 #define CP_WINO_GATHER_CHANNELS 16
 
@@ -538,7 +538,7 @@ static int cp_wino_geometry(cp_plan *pl) {
   if (!cp_mul(rows, ld, &cs)) return 0;
   cs = cp_round_up(cs, line);
   if ((cs / line) % 2 == 0) cs += line; /* spread the channels over the L1 sets */
-  /* slack past the last channel, zeroed (pack.h) */
+  /* slack: the shift-reduce kernel of a run of flagged tiles reads NR + 2 past it */
   if (!cp_mul((size_t)pl->c_in, cs, &raw) || !cp_add(raw, 2 * nr + 4, &raw)) return 0;
   raw = cp_round_up(raw, line);
   if (!cp_wino_v_floats(pl, &t, &wp->v_floats)) return 0;
@@ -793,7 +793,7 @@ static const float *cp_wino_pack_item(const cp_run *r, cp_item *it, float *panel
   return input;
 }
 
-/* F(4x4, 3x3)'s direct path (cp_wino_gather_tiles): the outputs gathered
+/* F(4x4, 3x3)'s direct path (cp_wino_direct_f43): the outputs gathered
    so far, in runs along conv rows (run u: lanes [lane[u], lane[u + 1]),
    read from panel offset at[u] on), and what every run needs. */
 typedef struct cp_wino_gathered {
@@ -865,9 +865,9 @@ static void cp_wino_gather_flush(cp_wino_gathered *g) {
  * activations whose range flags some tiles (Zen 5, 2 threads, Python
  * operators, three alternations): 5.5-6.4 -> 3.9-4.3 ms.
  */
-static void cp_wino_gather_tiles(const cp_run *r, const cp_wino_tiles *t, const float *panel,
-                                 const unsigned char *flags, int64_t cb, size_t channels,
-                                 float *buf, float *tile, float *gather, int all) {
+static void cp_wino_direct_f43(const cp_run *r, const cp_wino_tiles *t, const float *panel,
+                               const unsigned char *flags, int64_t cb, size_t channels, float *buf,
+                               float *tile, float *gather, int all) {
   const cp_plan *pl = r->pl;
   const cp_sr_setup *sr = &cp_wino_setup_of(pl)->sr;
   const cp_sr_ukernel *uk = /* cp_sr_block_kernel's choice */
@@ -882,11 +882,11 @@ static void cp_wino_gather_tiles(const cp_run *r, const cp_wino_tiles *t, const 
       if (!all && !flags[tr * t->tw_pad + tc]) continue;
       const size_t x_begin = 4 * tc;
       while (tc < t->tw_pad && (all || flags[tr * t->tw_pad + tc])) tc++;
-      const size_t x_end = 4 * tc; /* a run of flagged tiles */
+      const size_t x_end = 4 * tc;                         /* a run of flagged tiles */
+      const size_t x0 = x_begin < t->dx ? t->dx : x_begin; /* from the item's first column */
       for (size_t y = 4 * tr; y < 4 * tr + 4; y++) {
-        if (y < t->dy) continue;                             /* before the item's first row */
-        const size_t x0 = x_begin < t->dx ? t->dx : x_begin; /* from its first column */
-        if (2 * (x_end - x_begin) >= nr) {                   /* a long run: NR columns per call */
+        if (y < t->dy) continue;           /* before the item's first row */
+        if (2 * (x_end - x_begin) >= nr) { /* a long run: NR columns per call */
           for (size_t x = x_begin; x < x_end; x += nr) {
             const size_t n = x_end - x < nr ? x_end - x : nr, skip = x < t->dx ? t->dx - x : 0;
             uk->fn(panel + y * ld + x, cs, ld, c_in, 3, g.w, tile, nr, 0, NULL);
@@ -935,9 +935,9 @@ static void cp_wino_cl_outputs(const cp_run *r, const cp_wino_tiles *t, const fl
  * call per row of each run of flagged tiles this replaces, which held the 2
  * outputs of a lone tile in 6 positions.
  */
-static void cp_wino_direct_tiles(const cp_run *r, const cp_wino_tiles *t, const float *panel,
-                                 const unsigned char *flags, int64_t cb, size_t channels,
-                                 float *buf, float *tile, int all) {
+static void cp_wino_direct_f23(const cp_run *r, const cp_wino_tiles *t, const float *panel,
+                               const unsigned char *flags, int64_t cb, size_t channels, float *buf,
+                               float *tile, int all) {
   const cp_plan *pl = r->pl;
   const cp_wino_setup *ws = cp_wino_setup_of(pl);
   const size_t np = cp_wino_direct_nr(pl), ld = cp_wino_plan_of(pl)->panel.ld;
@@ -990,11 +990,13 @@ static const float *cp_wino_compute_block(const cp_run *r, const cp_item *it, co
                    pl->buf_cols, pl->buf_row_ld);
   const int block_direct = cp_wino_block_direct(pl, r->packed, cb);
   float *tile = m + wp->pass * points * mr * wp->max.t_alloc;
-  if ((it->flags || block_direct) && kind == CP_WINO_F23)
-    cp_wino_direct_tiles(r, &t, panel, it->aux, cb, channels, buf, tile, block_direct);
-  else if (it->flags || block_direct)
-    cp_wino_gather_tiles(r, &t, panel, it->aux, cb, channels, buf, tile,
+  if (it->flags || block_direct) { /* the direct path: flagged tiles, or every one */
+    if (kind == CP_WINO_F23)
+      cp_wino_direct_f23(r, &t, panel, it->aux, cb, channels, buf, tile, block_direct);
+    else
+      cp_wino_direct_f43(r, &t, panel, it->aux, cb, channels, buf, tile,
                          tile + mr * cp_wino_direct_nr(pl), block_direct);
+  }
   return buf;
 }
 
