@@ -820,7 +820,8 @@ static void cp_wino_gather_flush(cp_wino_gathered *g) {
        n <= (size_t)uk->nr / 2 && (half = cp_sr_ukernel_with_nr(uk, uk->nr / 2)) != NULL;)
     uk = half;
   const size_t kn = (size_t)uk->nr;
-  memset(g->gather, 0, 9 * CP_WINO_GATHER_CHANNELS * kn * sizeof(float)); /* lanes past n */
+  for (size_t row = 0; n < kn && row < 9 * CP_WINO_GATHER_CHANNELS; row++) /* lanes past n */
+    memset(g->gather + row * kn + n, 0, (kn - n) * sizeof(float));
   for (size_t c0 = 0; c0 < c_in; c0 += CP_WINO_GATHER_CHANNELS) {
     const size_t cn = c_in - c0 < CP_WINO_GATHER_CHANNELS ? c_in - c0 : CP_WINO_GATHER_CHANNELS;
     for (size_t c = 0; c < cn; c++)
