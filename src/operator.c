@@ -518,7 +518,7 @@ convpool_status convpool_op_plan(const convpool_op *op, int64_t batch, int64_t h
   info->items = pl.items;
   info->rows_per_item = pl.group;
   info->mr = pl.co_block;
-  info->nr = pl.setup->positions;
+  info->nr = pl.positions;
   info->col_block = pl.col_block;
   info->packed_weight_bytes = pl.setup->packed_weight_bytes;
   info->scratch_bytes_per_thread = pl.scratch_bytes;

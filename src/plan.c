@@ -444,7 +444,7 @@ static convpool_status cp_plan_run(const cp_layer *layer, const cp_algorithm *al
       pl->setup = &handover->setup, pl->packed_offset = handover->packed_offset;
   }
   setup = pl->setup;
-  pl->kernel = setup->kernel;
+  pl->kernel = setup->kernel, pl->positions = setup->positions;
   pl->cfg = cp_blocking_for(setup->isa);
   pl->co_block = setup->co_block, pl->lanes = setup->lanes, pl->block_groups = layer->groups;
   if (pl->algo->layout != NULL) pl->algo->layout(pl);

@@ -105,6 +105,7 @@ typedef struct cp_plan {
   const cp_algo_setup *setup; /* algo's setup (of handed_over, or the operator's hand-over's) */
   size_t packed_offset;       /* floats before algo's weights in the operator's packed weights */
   const char *kernel;         /* the run's main kernel: the setup's, or as the layout hook says */
+  int positions;              /* conv positions of that kernel's register tile */
   const cp_blocking *cfg;     /* block sizes of the setup's ISA */
   /* The run's block layout (the setup's, or the algorithm's layout hook's):
      channel blocks of co_block output channels, left channels in lanes

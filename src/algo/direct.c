@@ -42,15 +42,16 @@ CP_ALGO_STATE_FITS(cp_direct_state);
    x buf_cols floats; none where the blocks stay channels in lanes), the
    tiles' partial sums and their geometry (cp_direct_tile). */
 typedef struct cp_direct_plan {
-  cp_panel_layout panel; /* the packed panel's, or the image's where read in place */
-  int in_place;          /* the items read the fp32 source itself (no conv padding) */
-  size_t cols;           /* panel columns an item packs */
-  size_t tiles;          /* register tiles of an item, at most */
-  size_t kc;             /* input channels per pass (weights filling half of L1, or all) */
-  size_t partial;        /* float index of the partial sums in the tile buffer */
-  size_t geom;           /* float index of the item's tiles (cp_direct_tile) */
-  size_t offsets;        /* float index of the taps' offsets (ptrdiff_t) */
-  size_t slices;         /* prepare items per shared region: slices of the channels */
+  cp_panel_layout panel;   /* the packed panel's, or the image's where read in place */
+  int in_place;            /* the items read the fp32 source itself (no conv padding) */
+  size_t cols;             /* panel columns an item packs */
+  size_t tiles;            /* register tiles of an item, at most */
+  size_t kc;               /* input channels per pass (weights filling half of L1, or all) */
+  size_t partial;          /* float index of the partial sums in the tile buffer */
+  size_t geom;             /* float index of the item's tiles (cp_direct_tile) */
+  size_t offsets;          /* float index of the taps' offsets (ptrdiff_t) */
+  size_t slices;           /* prepare items per shared region: slices of the channels */
+  const cp_cl_ukernel *uk; /* the setup's kernel, or a wider one of its family */
 } cp_direct_plan;
 CP_ALGO_STATE_FITS(cp_direct_plan);
 
@@ -194,11 +195,20 @@ static void cp_direct_item_units(const cp_plan *pl, int64_t *rows, int64_t *cols
 
 static int cp_direct_geometry(cp_plan *pl) {
   cp_direct_plan *dp = CP_ALGO_STATE(cp_direct_plan, pl->state);
-  const cp_cl_ukernel *uk = cp_direct_setup_of(pl->setup)->uk;
+  const size_t conv_rows = (size_t)pl->conv_rows, cw = (size_t)pl->conv_cols;
+  /* the register tile: the family's kernel whose tiles best cover an item's
+     positions, flat over its rows where it spans the width (cp_direct_tiles).
+     Measured against 32 x 6 (Zen 5, 2 threads, CLI medians, alternating):
+     1024 -> 256 1x1 at 14x14 342-346 -> 299-306 us with 32 x 14, the
+     ResNet stem 846-871 -> 819-827, 512 -> 512 3x3 at 7x7 838 -> 812-822. */
+  const int flat = pl->lanes > 0 || pl->col_block >= pl->pw;
+  dp->uk =
+      cp_cl_ukernel_for_positions(cp_direct_setup_of(pl->setup)->uk, flat ? conv_rows * cw : cw);
+  pl->kernel = dp->uk->name, pl->positions = dp->uk->np;
+  const cp_cl_ukernel *uk = dp->uk;
   const size_t np = (size_t)uk->np, mr = (size_t)uk->mr, s = (size_t)pl->conv_stride;
   const size_t extent = (size_t)pl->extent, taps = (size_t)(pl->k * pl->k);
   const size_t line = CP_CACHE_LINE / sizeof(float), es = sizeof(float);
-  const size_t conv_rows = (size_t)pl->conv_rows, cw = (size_t)pl->conv_cols;
   size_t rows, cs, n, at;
   if (!cp_mul(conv_rows - 1, s, &rows) || !cp_add(rows, extent, &rows) ||
       !cp_mul(cw - 1, s, &dp->cols) || !cp_add(dp->cols, extent, &dp->cols) ||
@@ -250,7 +260,7 @@ static int cp_direct_geometry(cp_plan *pl) {
    its copy, per pooled output. */
 static double cp_direct_item_cost(const cp_plan *pl) {
   const cp_direct_plan *dp = CP_ALGO_STATE(const cp_direct_plan, pl->state);
-  const cp_cl_ukernel *uk = cp_direct_setup_of(pl->setup)->uk;
+  const cp_cl_ukernel *uk = dp->uk;
   /* flat tiles where the item spans the conv width (cp_direct_tiles) */
   const double positions = (double)pl->conv_rows * (double)pl->conv_cols;
   const double tiles = pl->col_block >= pl->pw ? ceil(positions / uk->np) : (double)dp->tiles;
@@ -376,7 +386,7 @@ static const float *cp_direct_compute_block(const cp_run *r, const cp_item *it, 
                                             int64_t cb, float *buf) {
   const cp_plan *pl = r->pl;
   const cp_direct_plan *dp = CP_ALGO_STATE(const cp_direct_plan, pl->state);
-  const cp_cl_ukernel *uk = cp_direct_setup_of(pl->setup)->uk;
+  const cp_cl_ukernel *uk = dp->uk;
   const size_t np = (size_t)uk->np, mr = (size_t)uk->mr, cs = dp->panel.cs;
   const size_t taps = (size_t)(pl->k * pl->k), cig = (size_t)(pl->c_in / pl->groups);
   float *partial = buf + dp->partial;
@@ -408,7 +418,7 @@ static const float *cp_direct_compute_block(const cp_run *r, const cp_item *it, 
 
 static void cp_direct_describe(const cp_plan *pl, char *text, size_t capacity) {
   const cp_direct_plan *dp = CP_ALGO_STATE(const cp_direct_plan, pl->state);
-  const cp_cl_ukernel *uk = cp_direct_setup_of(pl->setup)->uk;
+  const cp_cl_ukernel *uk = dp->uk;
   snprintf(text, capacity,
            "register tile  %d output channels (in the lanes) x %d conv positions, row after row "
            "(input broadcast); %lld channel blocks\n"

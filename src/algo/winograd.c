@@ -194,6 +194,7 @@ static void cp_wino_layout(cp_plan *pl) {
   if (cp_wino_index(pl) == CP_WINO_F23) {
     pl->co_block = cp_wino_setup_of(pl)->cl->mr;
     pl->kernel = cp_wino_setup_of(pl)->cl->name; /* its products' */
+    pl->positions = cp_wino_setup_of(pl)->cl->np;
   }
   pl->lanes = 0;
 }

@@ -21,3 +21,19 @@ const cp_cl_ukernel *cp_cl_ukernel_select(cp_isa isa) {
   }
   return best;
 }
+
+static size_t cp_cl_tiles_cost(const cp_cl_ukernel *uk, size_t positions) {
+  const size_t np = (size_t)uk->np;
+  return (positions + np - 1) / np * (np + 1);
+}
+
+const cp_cl_ukernel *cp_cl_ukernel_for_positions(const cp_cl_ukernel *uk, size_t positions) {
+  const cp_cl_ukernel *best = uk;
+  for (size_t i = 0; i < sizeof cp_cl_ukernels / sizeof cp_cl_ukernels[0]; i++) {
+    const cp_cl_ukernel *u = &cp_cl_ukernels[i];
+    if (u->isa == uk->isa && u->mr == uk->mr &&
+        cp_cl_tiles_cost(u, positions) < cp_cl_tiles_cost(best, positions))
+      best = u;
+  }
+  return best;
+}

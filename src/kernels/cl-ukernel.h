@@ -55,7 +55,14 @@ typedef struct cp_cl_ukernel {
 const cp_cl_ukernel *cp_cl_ukernel_list(size_t *count);
 
 /* The kernel of the best listed ISA not above `isa` (never NULL: the
-   portable one is listed). */
+   portable one is listed): the first listed of that ISA. */
 const cp_cl_ukernel *cp_cl_ukernel_select(cp_isa isa);
+
+/* Of uk and the listed kernels of its ISA and MR (the same weight layout,
+   the same sums: each output's terms in the same order whatever NP), the one
+   whose tiles cover `positions` at the least cost, counted as each tile's
+   positions (used or not) plus one for the tile's own work (its weight
+   loads, its store); uk on a tie. */
+const cp_cl_ukernel *cp_cl_ukernel_for_positions(const cp_cl_ukernel *uk, size_t positions);
 
 #endif

@@ -16,6 +16,10 @@
  * The input's buffer ends where the kernel's last read lies, so a read past
  * the contract is a read past the allocation (AddressSanitizer in the
  * sanitizer builds). NaN and Inf among the inputs propagate as in the model.
+ * Each listed kernel is reachable: the default of its ISA
+ * (cp_cl_ukernel_select), or the member of that kernel's family that a
+ * tile's worth of positions picks (cp_cl_ukernel_for_positions), whose
+ * choices never leave the family nor cost more than the default.
  */
 #include <math.h>
 #include <stdio.h>
@@ -146,9 +150,27 @@ int main(int argc, char **argv) {
     printf("SKIP %s: this CPU lacks %s\n", u->name, cp_isa_name(u->isa));
     return EXIT_SKIP;
   }
-  if (cp_cl_ukernel_select(u->isa) != u) {
-    printf("%s: select(%s) does not give it\n", u->name, cp_isa_name(u->isa));
+  /* reachable: select's kernel of its ISA, or one of that kernel's family
+     (same ISA and MR) that a tile's worth of positions picks */
+  const cp_cl_ukernel *base = cp_cl_ukernel_select(u->isa);
+  if (base->isa != u->isa || base->mr != u->mr ||
+      cp_cl_ukernel_for_positions(base, (size_t)u->np) != u) {
+    printf("%s: neither select(%s) (%s) nor its family for %d positions gives it\n", u->name,
+           cp_isa_name(u->isa), base->name, u->np);
     return 1;
+  }
+  /* the family's choice never leaves the family, and never costs more than
+     the kernel it started from */
+  for (size_t positions = 1; positions <= 200; positions++) {
+    const cp_cl_ukernel *got = cp_cl_ukernel_for_positions(base, positions);
+    const size_t base_cost =
+        (positions + (size_t)base->np - 1) / (size_t)base->np * ((size_t)base->np + 1);
+    const size_t got_cost =
+        (positions + (size_t)got->np - 1) / (size_t)got->np * ((size_t)got->np + 1);
+    if (got->isa != base->isa || got->mr != base->mr || got_cost > base_cost) {
+      printf("%s: for %zu positions the family gives %s\n", base->name, positions, got->name);
+      return 1;
+    }
   }
   tu_rng rng = {2026};
   int failures = 0, cases = 0;
