@@ -298,8 +298,9 @@ static void describe_layer(const convpool_layer *l, int64_t batch, int64_t h, in
            (long long)l->pool_padding[3], l->ceil_mode);
 }
 
-/* One layer against the reference, at 1 and 3 threads (same bytes); the
-   specials (NaN, +inf, -inf) of special_bias in the bias, those of
+/* One layer against the reference, at 1 and 3 threads (same bytes), and
+   for a batch also in items of one pooled row (same bytes: no images side
+   by side, another split); the specials (NaN, +inf, -inf) of special_bias in the bias, those of
    special_input scattered over x and the residual. */
 static int check_layer_values(const convpool_layer *l, int64_t batch, int64_t h, int64_t w,
                               int bias, uint64_t seed, const float *special_bias,
@@ -349,6 +350,17 @@ static int check_layer_values(const convpool_layer *l, int64_t batch, int64_t h,
   if (ok && memcmp(y1, y3, y_n * es) != 0) {
     printf("layer %s: threads=3 differs from threads=1\n", d);
     ok = 0;
+  }
+  if (ok && batch > 1) { /* items of one pooled row: no images side by side (plan.h) */
+    convpool_options o;
+    convpool_options_init(&o);
+    o.threads = 2, o.rows_per_item = 1, o.algo = g_algo;
+    convpool_status st =
+        convpool_layer_run_residual(l, t.x, batch, h, w, t.w, t.bias, residual, y3, y_n * es, &o);
+    if (st != CONVPOOL_SUCCESS || memcmp(y1, y3, y_n * es) != 0) {
+      printf("layer %s: rows_per_item=1 differs (%s)\n", d, convpool_status_string(st));
+      ok = 0;
+    }
   }
   cp_reference_layer_residual(l, t.x, batch, h, w, t.w, t.bias, residual, ref, bound);
   for (size_t i = 0; ok && i < y_n; i++) {

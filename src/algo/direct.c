@@ -52,6 +52,7 @@ typedef struct cp_direct_plan {
   size_t offsets;          /* float index of the taps' offsets (ptrdiff_t) */
   size_t slices;           /* prepare items per shared region: slices of the channels */
   const cp_cl_ukernel *uk; /* the setup's kernel, or a wider one of its family */
+  size_t image_floats;     /* floats from an image's panel (or image) to the next's */
 } cp_direct_plan;
 CP_ALGO_STATE_FITS(cp_direct_plan);
 
@@ -193,6 +194,15 @@ static void cp_direct_item_units(const cp_plan *pl, int64_t *rows, int64_t *cols
 #define CP_DIRECT_ONE_PASS_TILES 16
 #define CP_DIRECT_ONE_PASS_BYTES ((size_t)512 << 10)
 
+/* Whether a block's weights fit the one-pass rule (tiles aside). */
+static int cp_direct_one_pass(const cp_plan *pl) {
+  const size_t mr = (size_t)cp_direct_setup_of(pl->setup)->uk->mr;
+  const size_t bytes =
+      (size_t)(pl->c_in / pl->groups) * (size_t)(pl->k * pl->k) * mr * sizeof(float);
+  return pl->setup->isa >= CP_ISA_AVX512 && bytes <= pl->l2_bytes / 2 &&
+         bytes <= CP_DIRECT_ONE_PASS_BYTES;
+}
+
 static int cp_direct_geometry(cp_plan *pl) {
   cp_direct_plan *dp = CP_ALGO_STATE(cp_direct_plan, pl->state);
   const size_t conv_rows = (size_t)pl->conv_rows, cw = (size_t)pl->conv_cols;
@@ -202,8 +212,9 @@ static int cp_direct_geometry(cp_plan *pl) {
      1024 -> 256 1x1 at 14x14 342-346 -> 299-306 us with 32 x 14, the
      ResNet stem 846-871 -> 819-827, 512 -> 512 3x3 at 7x7 838 -> 812-822. */
   const int flat = pl->lanes > 0 || pl->col_block >= pl->pw;
-  dp->uk =
-      cp_cl_ukernel_for_positions(cp_direct_setup_of(pl->setup)->uk, flat ? conv_rows * cw : cw);
+  const size_t images = (size_t)pl->images; /* > 1: whole images, flat (cp_direct_tiles) */
+  dp->uk = cp_cl_ukernel_for_positions(cp_direct_setup_of(pl->setup)->uk,
+                                       flat ? images * conv_rows * cw : cw);
   pl->kernel = dp->uk->name, pl->positions = dp->uk->np;
   const cp_cl_ukernel *uk = dp->uk;
   const size_t np = (size_t)uk->np, mr = (size_t)uk->mr, s = (size_t)pl->conv_stride;
@@ -225,27 +236,29 @@ static int cp_direct_geometry(cp_plan *pl) {
     dp->panel.cs = (size_t)pl->height * (size_t)pl->width;
     dp->panel.floats = 0;
     pl->panel_bytes = 0;
-  } else {
+    if (!cp_mul((size_t)pl->c_in, dp->panel.cs, &dp->image_floats)) return 0;
+  } else { /* a panel per image of the item, one after the other */
     dp->panel.ld = dp->cols;
     cs = cp_round_up(cs, line);
     if ((cs / line) % 2 == 0) cs += line;
     dp->panel.cs = cs;
-    if (!cp_mul((size_t)pl->c_in, cs, &dp->panel.floats) ||
+    if (!cp_mul((size_t)pl->c_in, cs, &dp->image_floats) ||
+        !cp_mul(dp->image_floats, images, &dp->panel.floats) ||
         !cp_mul(dp->panel.floats, es, &pl->panel_bytes))
       return 0;
   }
-  /* at most a tile per NP columns of each row (fewer when flat) */
-  if (!cp_mul(conv_rows, (cw + np - 1) / np, &dp->tiles)) return 0;
+  /* at most a tile per NP columns of each row of each image (fewer when flat) */
+  if (!cp_mul(conv_rows * images, (cw + np - 1) / np, &dp->tiles)) return 0;
   const size_t l1 = pl->l1_bytes > 16384 ? pl->l1_bytes : 16384;
   const size_t cig = (size_t)(pl->c_in / pl->groups), per_channel = taps * mr * es;
   dp->kc = l1 / 2 / per_channel;
-  if (pl->setup->isa >= CP_ISA_AVX512 &&
-      (conv_rows * cw + np - 1) / np <= CP_DIRECT_ONE_PASS_TILES &&
-      cig * per_channel <= pl->l2_bytes / 2 && cig * per_channel <= CP_DIRECT_ONE_PASS_BYTES)
+  if ((images * conv_rows * cw + np - 1) / np <= CP_DIRECT_ONE_PASS_TILES && cp_direct_one_pass(pl))
     dp->kc = cig; /* one pass */
   if (dp->kc < 1) dp->kc = 1;
-  pl->buf_row_ld = cw; /* compact rows: the kernels write only an item's columns */
-  if (!cp_mul(conv_rows, cw, &pl->buf_cols) || !cp_mul(pl->buf_cols, mr, &at)) return 0;
+  pl->buf_row_ld = cw;                 /* compact rows: the kernels write only an item's columns */
+  pl->buf_image_cols = conv_rows * cw; /* images side by side (plan.h: images) */
+  if (!cp_mul(pl->buf_image_cols, images, &pl->buf_cols) || !cp_mul(pl->buf_cols, mr, &at))
+    return 0;
   if (pl->lanes > 0) at = 0; /* the partial sums are the block's outputs: no rows */
   dp->partial = cp_round_up(at, line);
   if (!cp_mul(dp->tiles, np * mr, &n) || !cp_add(dp->partial, n, &at)) return 0;
@@ -254,6 +267,45 @@ static int cp_direct_geometry(cp_plan *pl) {
   dp->offsets = cp_round_up(at, line);
   if (!cp_mul(taps, sizeof(ptrdiff_t) / es, &n) || !cp_add(dp->offsets, n, &at)) return 0;
   return cp_mul(at, es, &pl->buf_bytes);
+}
+
+/*
+ * Images per item. Where one image's conv output fills few register tiles
+ * (fewer than CP_DIRECT_IMAGE_POSITIONS positions), an item takes whole
+ * images, up to CP_DIRECT_ITEM_POSITIONS positions, its tiles flat over all
+ * of them (cp_direct_tiles), so that each pass's weights serve more tiles
+ * from L1; where the input is packed, only if the weights go in passes
+ * (cp_direct_geometry: in one pass every tile reads them from L2 anyway,
+ * and the fewer, larger items take channel groups that pack the panels in
+ * a phase of their own), and the item's panels within the panel budget.
+ * Each output's sum is the same as alone. Measured (Zen 5, 2 threads, CLI
+ * medians, this rule against items of one image, alternating, one binary):
+ * 8 images of 512 -> 512 3x3 at 7x7 (passes) 6.45-6.82 -> 7.0-7.34 ms,
+ * 2048 -> 512 1x1 at 7x7 (in place) 2.37-2.65 against 2.71-2.83, 1024 ->
+ * 2048 1x1 stride 2 at 14x14 5.92-6.12 against 6.49-6.73; in one pass on
+ * packed input slower: 256 -> 512 3x3 stride 2 at 14x14 3.02-3.06 against
+ * 2.71-2.74, 128 -> 128 3x3 at 7x7 0.41-0.44 against 0.35-0.40.
+ */
+#define CP_DIRECT_IMAGE_POSITIONS 64
+#define CP_DIRECT_ITEM_POSITIONS 128
+static int64_t cp_direct_images_per_item(const cp_plan *pl) {
+  const int64_t positions = pl->oh * pl->ow;
+  if (pl->batch < 2 || positions >= CP_DIRECT_IMAGE_POSITIONS) return 1;
+  int64_t images = CP_DIRECT_ITEM_POSITIONS / positions;
+  if (images > pl->batch) images = pl->batch;
+  const int in_place = pl->dtype == CONVPOOL_FLOAT32 && pl->pad[CP_TOP] == 0 &&
+                       pl->pad[CP_LEFT] == 0 && pl->pad[CP_BOTTOM] == 0 && pl->pad[CP_RIGHT] == 0;
+  if (!in_place) { /* an image's panel, as cp_direct_geometry packs it (an upper bound) */
+    if (cp_direct_one_pass(pl)) return 1;
+    const size_t line = CP_CACHE_LINE / sizeof(float);
+    const size_t rows = (size_t)((pl->oh - 1) * pl->conv_stride + pl->extent);
+    const size_t cols = (size_t)((pl->ow - 1) * pl->conv_stride + pl->extent);
+    size_t cs = cp_round_up(rows * cols, line);
+    if ((cs / line) % 2 == 0) cs += line;
+    const double bytes = (double)pl->c_in * (double)cs * sizeof(float);
+    while (images > 1 && (double)images * bytes > (double)pl->panel_budget) images--;
+  }
+  return images;
 }
 
 /* Kernel lanes of an item (every channel block, whole register tiles) plus
@@ -296,14 +348,15 @@ static float *cp_direct_region(const cp_run *r, int64_t region) {
   return (float *)(void *)(r->shared + cp_region_offset(r->pl, region));
 }
 
-/* The item's panel: input rows y0 * stride - pad_top on, columns x0 *
-   stride - pad_left on, input channels [c0, c1). */
-static void cp_direct_pack(const cp_run *r, const cp_item *it, size_t c0, size_t c1, float *panel) {
+/* Image b's panel of the item: input rows y0 * stride - pad_top on, columns
+   x0 * stride - pad_left on, input channels [c0, c1). */
+static void cp_direct_pack_image(const cp_run *r, const cp_item *it, int64_t b, size_t c0,
+                                 size_t c1, float *panel) {
   const cp_plan *pl = r->pl;
   const cp_direct_plan *dp = CP_ALGO_STATE(const cp_direct_plan, pl->state);
   cp_panel_src src;
-  src.image = r->src + (size_t)it->b * (size_t)pl->c_in * (size_t)pl->height * (size_t)pl->width *
-                           pl->elem_size;
+  src.image = r->src +
+              (size_t)b * (size_t)pl->c_in * (size_t)pl->height * (size_t)pl->width * pl->elem_size;
   src.elem_size = pl->elem_size;
   src.c_in = pl->c_in, src.height = pl->height, src.width = pl->width;
   src.groups = 1, src.split = 1, src.phases = 1;
@@ -315,6 +368,14 @@ static void cp_direct_pack(const cp_run *r, const cp_item *it, size_t c0, size_t
   cp_pack_panel_steps(&src, it->y0 * pl->conv_stride - pl->pad[CP_TOP], rows,
                       it->x0 * pl->conv_stride - pl->pad[CP_LEFT], dp->cols, c0, c1, &dp->panel,
                       panel);
+}
+
+/* The item's panels, channels [c0, c1): each of its images', one after the
+   other. */
+static void cp_direct_pack(const cp_run *r, const cp_item *it, size_t c0, size_t c1, float *panel) {
+  const cp_direct_plan *dp = CP_ALGO_STATE(const cp_direct_plan, r->pl->state);
+  for (int64_t j = 0; j < it->nb; j++)
+    cp_direct_pack_image(r, it, it->b + j, c0, c1, panel + (size_t)j * dp->image_floats);
 }
 
 /* Slice `index % slices` of region `index / slices`. */
@@ -342,32 +403,50 @@ static const float *cp_direct_pack_item(const cp_run *r, cp_item *it, float *pan
 
 /* Whether the item's register tiles run flat over its positions (row after
    row): where the block stays channels in lanes (the tiles' sums, position
-   after position, are the tile buffer) or its rows are the tile buffer's
-   (the item spans the conv width); else they run per conv row. */
+   after position, are the tile buffer), its rows are the tile buffer's (the
+   item spans the conv width) or it has several images (plan.h: images);
+   else they run per conv row. */
 static int cp_direct_flat(const cp_plan *pl, const cp_item *it, size_t lanes) {
-  return lanes > 0 || (size_t)it->nx == pl->buf_row_ld;
+  return lanes > 0 || (size_t)it->nx == pl->buf_row_ld || it->nb > 1;
 }
 
-static size_t cp_direct_tile_count(const cp_item *it, size_t np, int flat) {
+/* Flat positions of each image of the item: its conv outputs, or with
+   several images the plan's columns per image (buf_image_cols, at least
+   ny rows of the tile buffer's). */
+static size_t cp_direct_image_cols(const cp_plan *pl, const cp_item *it) {
+  return it->nb > 1 ? pl->buf_image_cols : (size_t)it->ny * (size_t)it->nx;
+}
+
+static size_t cp_direct_tile_count(const cp_plan *pl, const cp_item *it, size_t np, int flat) {
   const size_t nx = (size_t)it->nx, ny = (size_t)it->ny;
-  return flat ? (ny * nx + np - 1) / np : ny * ((nx + np - 1) / np);
+  return flat ? ((size_t)it->nb * cp_direct_image_cols(pl, it) + np - 1) / np
+              : ny * ((nx + np - 1) / np);
 }
 
-/* Those tiles' positions, first columns and counts into tile[]. */
-static void cp_direct_tiles(const cp_plan *pl, const cp_item *it, size_t np, int flat,
+/* Those tiles' positions, first columns and counts into tile[]. Flat
+   position q is image q / image_cols's conv output (y, x) at q % image_cols
+   = y * ld + x, ld the tile buffer's row (the item's conv columns where the
+   block stays channels in lanes); the image's panel (or image) lies
+   image_floats after the previous one's. A position past an image's
+   outputs (x >= nx or y >= ny: the rest of a tile buffer row, or of the
+   image's columns) reads its last column or row, and its sums go where the
+   epilogue reads nothing. */
+static void cp_direct_tiles(const cp_plan *pl, const cp_item *it, size_t np, int flat, size_t lanes,
                             cp_direct_tile *tile) {
   const cp_direct_plan *dp = CP_ALGO_STATE(const cp_direct_plan, pl->state);
   const size_t nx = (size_t)it->nx, ny = (size_t)it->ny, s = (size_t)pl->conv_stride;
-  const size_t per_row = (nx + np - 1) / np;
-  const size_t tiles = cp_direct_tile_count(it, np, flat);
+  const size_t per_row = (nx + np - 1) / np, image = cp_direct_image_cols(pl, it);
+  const size_t ld = lanes > 0 || it->nb == 1 ? nx : pl->buf_row_ld;
+  const size_t tiles = cp_direct_tile_count(pl, it, np, flat);
   for (size_t i = 0; i < tiles; i++) {
     const size_t y = i / per_row, q0 = flat ? i * np : y * nx + (i % per_row) * np;
-    const size_t end = flat ? ny * nx : (y + 1) * nx;
+    const size_t end = flat ? (size_t)it->nb * image : (y + 1) * nx;
     tile[i].n = end - q0 < np ? end - q0 : np;
     tile[i].col = flat ? q0 : y * pl->buf_row_ld + (i % per_row) * np;
     for (size_t p = 0; p < np; p++) {
-      const size_t q = p < tile[i].n ? q0 + p : q0 + tile[i].n - 1;
-      tile[i].pos[p] = (ptrdiff_t)((q / nx) * s * dp->panel.ld + (q % nx) * s);
+      const size_t q = p < tile[i].n ? q0 + p : q0 + tile[i].n - 1, at = q % image;
+      const size_t qy = at / ld < ny ? at / ld : ny - 1, qx = at % ld < nx ? at % ld : nx - 1;
+      tile[i].pos[p] = (ptrdiff_t)((q / image) * dp->image_floats + qy * s * dp->panel.ld + qx * s);
     }
   }
 }
@@ -400,9 +479,9 @@ static const float *cp_direct_compute_block(const cp_run *r, const cp_item *it, 
       for (int64_t j = 0; j < pl->k; j++)
         off[i * pl->k + j] =
             (ptrdiff_t)(i * pl->dilation * (int64_t)dp->panel.ld + j * pl->dilation);
-    cp_direct_tiles(pl, it, np, flat, tile);
+    cp_direct_tiles(pl, it, np, flat, lanes, tile);
   }
-  const size_t tiles = cp_direct_tile_count(it, np, flat);
+  const size_t tiles = cp_direct_tile_count(pl, it, np, flat);
   const float *w = r->packed + (size_t)cb * cig * taps * mr;
   panel += (size_t)cp_block_group(pl, cb) * cig * cs; /* the group's channels */
   for (size_t c0 = 0; c0 < cig; c0 += dp->kc) {
@@ -439,6 +518,7 @@ const cp_algorithm cp_algorithm_direct = {
     .setup = cp_direct_setup,
     .pack_weights = cp_direct_pack_weights,
     .item_units = cp_direct_item_units,
+    .images_per_item = cp_direct_images_per_item,
     .geometry = cp_direct_geometry,
     .cost = cp_direct_cost,
     .schedule = cp_direct_schedule,
