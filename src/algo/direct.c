@@ -194,6 +194,23 @@ static void cp_direct_item_units(const cp_plan *pl, int64_t *rows, int64_t *cols
 #define CP_DIRECT_ONE_PASS_TILES 16
 #define CP_DIRECT_ONE_PASS_BYTES ((size_t)512 << 10)
 
+/* Without conv padding an fp32 image is its own panel: rows width apart,
+   channels a plane apart, every address a position or tap reads inside
+   it. */
+static int cp_direct_reads_in_place(const cp_plan *pl) {
+  return pl->dtype == CONVPOOL_FLOAT32 && pl->pad[CP_TOP] == 0 && pl->pad[CP_LEFT] == 0 &&
+         pl->pad[CP_BOTTOM] == 0 && pl->pad[CP_RIGHT] == 0;
+}
+
+/* Floats between a packed panel's channels for `floats` per channel: an odd
+   number of cache lines (shift-reduce's). */
+static size_t cp_direct_channel_stride(size_t floats) {
+  const size_t line = CP_CACHE_LINE / sizeof(float);
+  size_t cs = cp_round_up(floats, line);
+  if ((cs / line) % 2 == 0) cs += line;
+  return cs;
+}
+
 /* Whether a block's weights fit the one-pass rule (tiles aside). */
 static int cp_direct_one_pass(const cp_plan *pl) {
   const size_t mr = (size_t)cp_direct_setup_of(pl->setup)->uk->mr;
@@ -231,12 +248,8 @@ static int cp_direct_geometry(cp_plan *pl) {
       !cp_mul(cw - 1, s, &dp->cols) || !cp_add(dp->cols, extent, &dp->cols) ||
       !cp_mul(rows, dp->cols, &cs))
     return 0;
-  /* Without conv padding an fp32 image is its own panel: rows width apart,
-     channels a plane apart, every address a position or tap reads inside
-     it. Otherwise the panel, an odd number of cache lines between channels
-     (shift-reduce's). */
-  dp->in_place = pl->dtype == CONVPOOL_FLOAT32 && pl->pad[CP_TOP] == 0 && pl->pad[CP_LEFT] == 0 &&
-                 pl->pad[CP_BOTTOM] == 0 && pl->pad[CP_RIGHT] == 0;
+  /* the image itself (cp_direct_reads_in_place), or the packed panel */
+  dp->in_place = cp_direct_reads_in_place(pl);
   if (dp->in_place) {
     dp->panel.ld = (size_t)pl->width;
     dp->panel.cs = (size_t)pl->height * (size_t)pl->width;
@@ -245,8 +258,7 @@ static int cp_direct_geometry(cp_plan *pl) {
     if (!cp_mul((size_t)pl->c_in, dp->panel.cs, &dp->image_floats)) return 0;
   } else { /* a panel per image of the item, one after the other */
     dp->panel.ld = dp->cols;
-    cs = cp_round_up(cs, line);
-    if ((cs / line) % 2 == 0) cs += line;
+    cs = cp_direct_channel_stride(cs);
     dp->panel.cs = cs;
     if (!cp_mul((size_t)pl->c_in, cs, &dp->image_floats) ||
         !cp_mul(dp->image_floats, images, &dp->panel.floats) ||
@@ -295,19 +307,17 @@ static int cp_direct_geometry(cp_plan *pl) {
 #define CP_DIRECT_IMAGE_POSITIONS 64
 #define CP_DIRECT_ITEM_POSITIONS 128
 static int64_t cp_direct_images_per_item(const cp_plan *pl) {
-  const int64_t positions = pl->oh * pl->ow;
-  if (pl->batch < 2 || positions >= CP_DIRECT_IMAGE_POSITIONS) return 1;
-  int64_t images = CP_DIRECT_ITEM_POSITIONS / positions;
+  if (pl->batch < 2 || pl->oh >= CP_DIRECT_IMAGE_POSITIONS || pl->ow >= CP_DIRECT_IMAGE_POSITIONS ||
+      pl->oh * pl->ow >= CP_DIRECT_IMAGE_POSITIONS)
+    return 1;
+  int64_t images = CP_DIRECT_ITEM_POSITIONS / (pl->oh * pl->ow);
   if (images > pl->batch) images = pl->batch;
-  const int in_place = pl->dtype == CONVPOOL_FLOAT32 && pl->pad[CP_TOP] == 0 &&
-                       pl->pad[CP_LEFT] == 0 && pl->pad[CP_BOTTOM] == 0 && pl->pad[CP_RIGHT] == 0;
-  if (!in_place) { /* an image's panel, as cp_direct_geometry packs it (an upper bound) */
+  if (!cp_direct_reads_in_place(pl)) { /* an image's panel (cp_direct_geometry), at most */
     if (cp_direct_one_pass(pl)) return 1;
-    const size_t line = CP_CACHE_LINE / sizeof(float);
-    const size_t rows = (size_t)((pl->oh - 1) * pl->conv_stride + pl->extent);
-    const size_t cols = (size_t)((pl->ow - 1) * pl->conv_stride + pl->extent);
-    size_t cs = cp_round_up(rows * cols, line);
-    if ((cs / line) % 2 == 0) cs += line;
+    const double rows = (double)((pl->oh - 1) * pl->conv_stride + pl->extent);
+    const double cols = (double)((pl->ow - 1) * pl->conv_stride + pl->extent);
+    if (rows * cols > 1e9) return 1;
+    const size_t cs = cp_direct_channel_stride((size_t)(rows * cols));
     const double bytes = (double)pl->c_in * (double)cs * sizeof(float);
     while (images > 1 && (double)images * bytes > (double)pl->panel_budget) images--;
   }
