@@ -362,9 +362,10 @@ static int check_layer_values(const convpool_layer *l, int64_t batch, int64_t h,
       printf("layer %s: rows_per_item=1: %s\n", d, convpool_status_string(st));
       ok = 0;
     }
-    /* the same bytes, except that a NaN's sign may differ: another split
-       may take another of the algorithm's code paths (depthwise's portable
-       kernels), whose compiled sums order two NaN operands otherwise */
+    /* the same bytes, except that a NaN's sign may differ (a clang build's
+       portable depthwise path gave one layer's NaNs the other sign under
+       this split; which of two NaN operands a compiled sum keeps depends
+       on their order, which another code path may swap) */
     for (size_t i = 0; ok && i < y_n; i++) {
       const double a = get(l->dtype, y1, i), b = get(l->dtype, y3, i);
       if (memcmp((const char *)y1 + i * es, (const char *)y3 + i * es, es) != 0 &&
