@@ -298,7 +298,7 @@ static int cp_direct_geometry(cp_plan *pl) {
  * a phase of their own), and the item's panels within the panel budget.
  * Each output's sum is the same as alone. Measured (Zen 5, 2 threads, CLI
  * medians, this rule against items of one image, alternating, one binary):
- * 8 images of 512 -> 512 3x3 at 7x7 (passes) 6.45-6.82 -> 7.0-7.34 ms,
+ * 8 images of 512 -> 512 3x3 at 7x7 (passes) 6.45-6.82 against 7.0-7.34 ms,
  * 2048 -> 512 1x1 at 7x7 (in place) 2.37-2.65 against 2.71-2.83, 1024 ->
  * 2048 1x1 stride 2 at 14x14 5.92-6.12 against 6.49-6.73; in one pass on
  * packed input slower: 256 -> 512 3x3 stride 2 at 14x14 3.02-3.06 against
