@@ -67,6 +67,13 @@ int main(int argc, char **argv) {
     return 3;
   }
   m.threads = o.threads > 0 ? o.threads : std::max(1, m.info.usable_cpus);
+  // Our operators' pool (unless --own-pools): the process-wide one, at the
+  // benchmark's thread count.
+  if (!o.own_pools && convpool_shared_pool_set_threads(m.threads) != CONVPOOL_SUCCESS) {
+    std::fprintf(stderr, "convpool-bench: convpool_shared_pool_set_threads(%d) failed: %s\n",
+                 m.threads, convpool_last_error());
+    return 3;
+  }
   const OmpWaitSetting omp = omp_wait_setting(o.omp_default);
   m.omp_wait = omp.description;
 

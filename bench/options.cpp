@@ -39,6 +39,9 @@ static void usage(FILE *to) {
                "  --no-torch --no-rss --no-plot --no-scaling   skip those parts\n"
                "  --omp-default     run oneDNN with libgomp's default waiting (otherwise\n"
                "                    OMP_WAIT_POLICY=active, see bench/README.md)\n"
+               "  --own-pools       each of our operators starts a thread pool of its own\n"
+               "                    (default: all run on the process-wide pool, as the\n"
+               "                    layers of a network do)\n"
                "  --help\n");
 }
 
@@ -79,6 +82,7 @@ int parse_options(int argc, char **argv, Options *o) {
         {"--quick", &Options::quick, true},         {"--no-torch", &Options::torch, false},
         {"--no-rss", &Options::rss, false},         {"--no-plot", &Options::plot, false},
         {"--no-scaling", &Options::scaling, false}, {"--omp-default", &Options::omp_default, true},
+        {"--own-pools", &Options::own_pools, true},
     };
     const Switch *sw = nullptr;
     for (const Switch &candidate : switches)

@@ -25,6 +25,7 @@ struct Options {
   bool quick = false;
   bool torch = true, rss = true, plot = true, scaling = true;
   bool omp_default = false;  // oneDNN's OpenMP threads wait as libgomp's default
+  bool own_pools = false;    // each of our operators on a pool of its own (not the shared one)
   // Our algorithms to time, each as its own system. The "ours" columns are
   // auto's (the first listed if auto is not).
   std::vector<convpool_algo> algos{CONVPOOL_ALGO_AUTO};

@@ -48,11 +48,12 @@ static std::string convpool_failure(const char *call, convpool_status st) {
 }
 
 bool Ours::init(convpool_dtype dtype, const LayerShape &s, int threads, const CaseData &d,
-                std::string *why, convpool_algo algo) {
+                std::string *why, convpool_algo algo, bool shared) {
   s_ = s;
   convpool_options opt;
   convpool_options_init(&opt);
-  opt.threads = threads;
+  opt.threads = shared ? 0 : threads;
+  opt.shared_pool = shared ? 1 : 0;
   opt.algo = algo;
   convpool_layer layer;
   convpool_layer_init(&layer, dtype, s.c_out, s.c_in, s.k, s.pool);

@@ -31,8 +31,11 @@ class Ours {
   Ours &operator=(const Ours &) = delete;
   ~Ours() { convpool_op_destroy(op_); }
 
+  // shared: run on the process-wide pool (sized by the caller with
+  // convpool_shared_pool_set_threads; `threads` then unused) instead of a
+  // pool of the operator's own.
   bool init(convpool_dtype dtype, const LayerShape &s, int threads, const CaseData &d,
-            std::string *why, convpool_algo algo = CONVPOOL_ALGO_AUTO);
+            std::string *why, convpool_algo algo = CONVPOOL_ALGO_AUTO, bool shared = false);
 
   // One run; false (with *why) if the library reports a failure.
   bool run(const CaseData &d, std::string *why);

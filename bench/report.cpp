@@ -145,9 +145,12 @@ static void write_header(std::ostringstream &md, const Machine &m, const Options
   if (algo_columns(o)) {
     md << "our algorithms (";
     for (size_t i = 0; i < o.algos.size(); ++i) md << (i ? ", " : "") << algo_name(o.algos[i]);
-    md << ", one operator each)";
+    md << ", one operator each, "
+       << (o.own_pools ? "each on threads of its own" : "all on the process-wide thread pool")
+       << ")";
   } else {
-    md << "ours";
+    md << "ours (" << (o.own_pools ? "on threads of its own" : "on the process-wide thread pool")
+       << ")";
   }
   md << " and every oneDNN variant oneDNN can build run once per iteration, in a shuffled "
         "order that never repeats a system back to back. oneDNN runs in a process of its "

@@ -142,7 +142,7 @@ CaseResult run_case(const Options &o, const Case &c, int threads, const OmpWaitS
       AlgoResult &a = r.algos[i];
       a.algo = o.algos[i];
       ours.push_back(std::unique_ptr<Ours>(new Ours));
-      a.time.ok = ours[i]->init(c.dtype, c.s, threads, data, &a.time.why, a.algo);
+      a.time.ok = ours[i]->init(c.dtype, c.s, threads, data, &a.time.why, a.algo, !o.own_pools);
       if (a.time.ok) a.plan = ours[i]->plan_text();
     }
 

@@ -368,7 +368,8 @@ LIST
 # (AVX2, AVX-512: where its rule was measured) and to im2col on the portable kernels
 # (shift-reduce is passed over, with its reason, and direct too); the 7x7 stem likewise goes
 # to direct with vector kernels and stays with shift-reduce on the portable ones; a 1x1 of
-# stride 1 over 1024 channels goes to direct on AVX-512 only; shift-reduce
+# stride 1 over 512 channels goes to direct on AVX-512 only (over 256 it stays with
+# shift-reduce); shift-reduce
 # asked for by name still computes the 3x3 one, to the same values as auto's within fp32
 # rounding ----
 s2="--in-channels 64 --out-channels 8 --height 15 --width 17 --filter 3 --padding 1 --stride 2 --pool 1 --iters 1 --warmup 0"
@@ -401,13 +402,15 @@ stem="--in-channels 3 --out-channels 8 --height 30 --width 30 --filter 7 --paddi
 if [ $vector = 1 ]; then
   grep -q '^algorithm      channels-in-lanes direct (direct)' "$tmp/stem.out" || { echo "auto did not take direct for the 7x7 stride-2 stem with vector kernels"; fail=1; }
 fi
-deep1="--in-channels 1024 --out-channels 8 --height 5 --width 5 --filter 1 --pool 1 --iters 1 --warmup 0 --show-tiling"
+deep1="--in-channels 512 --out-channels 8 --height 5 --width 5 --filter 1 --pool 1 --iters 1 --warmup 0 --show-tiling"
 "$cli" $deep1 >"$tmp/deep1.out" || { echo "deep 1x1 failed"; fail=1; }
 if grep -q '^isa            avx512' "$tmp/deep1.out"; then
-  grep -q '^algorithm      channels-in-lanes direct (direct)' "$tmp/deep1.out" || { echo "auto did not take direct for a 1x1 over 1024 channels on avx512"; fail=1; }
+  grep -q '^algorithm      channels-in-lanes direct (direct)' "$tmp/deep1.out" || { echo "auto did not take direct for a 1x1 over 512 channels on avx512"; fail=1; }
+  "$cli" $(echo "$deep1" | sed 's/--in-channels 512/--in-channels 256/') >"$tmp/deep1c.out" || { echo "1x1 over 256 channels failed"; fail=1; }
+  grep -q '^algorithm      shift-reduce (sr)' "$tmp/deep1c.out" || { echo "auto did not keep a 1x1 over 256 channels on shift-reduce"; fail=1; }
 fi
 CONVPOOL_ISA=avx2 "$cli" $deep1 >"$tmp/deep1b.out" || { echo "deep 1x1 (avx2) failed"; fail=1; }
-grep -q '^algorithm      shift-reduce (sr)' "$tmp/deep1b.out" || { echo "auto did not keep a 1x1 over 1024 channels on shift-reduce below avx512"; fail=1; }
+grep -q '^algorithm      shift-reduce (sr)' "$tmp/deep1b.out" || { echo "auto did not keep a 1x1 over 512 channels on shift-reduce below avx512"; fail=1; }
 # direct: items of a few register tiles contract in one pass on AVX-512, larger ones in passes
 # whose weights stay in L1; the same sums either way, so the same bytes
 onepass="--impl direct --in-channels 64 --out-channels 40 --height 14 --width 14 --padding 1 --activation relu --pool 1 --iters 1 --warmup 0"

@@ -77,11 +77,16 @@ static const char *cp_direct_declines(const cp_layer *layer, const cp_cpu *cpu, 
 /* The deep 1x1 layers direct computes on AVX-512 (Zen 5, 2 threads, median
    of alternating runs against shift-reduce): 2048 -> 512 at 7x7 0.31 ms
    against 0.37, 1024 -> 256 at 14x14 0.27 / 0.27 (8 images 2.12 / 2.27),
-   1024 -> 512 at 14x14 0.53 / 0.54, 1024 -> 128 at 7x7 40 / 43 us; from
-   512 channels down shift-reduce was as fast or faster (512 -> 128 at
-   28x28 0.34 / 0.33 ms in one benchmark run), and on Zen 3 (AVX2) too
-   (1024 -> 256 at 14x14 0.98 / 0.89 ms). */
-#define CP_DIRECT_DEEP_1X1 1024
+   1024 -> 512 at 14x14 0.53 / 0.54, 1024 -> 128 at 7x7 40 / 43 us; at 512
+   channels, since its 32 x 14 tile and items of several small images
+   (CLI medians, two alternating rounds): 512 -> 2048 at 7x7 0.26 / 0.30 ms
+   (8 images 1.94-2.11 / 2.39-2.43), 512 -> 256 at 28x28 0.47-0.48 /
+   0.52-0.54 (8 images 4.25-4.34 / 4.16, the one loss), 512 -> 128 at 28x28
+   0.28 / 0.28-0.29. From 256 channels down shift-reduce is faster (256 ->
+   1024 at 14x14 0.45 / 0.40 ms, 256 -> 64 at 56x56 0.46 / 0.43 in one
+   benchmark run), and on Zen 3 (AVX2) at 1024 too (1024 -> 256 at 14x14
+   0.98 / 0.89 ms). */
+#define CP_DIRECT_DEEP_1X1 512
 
 /*
  * Auto's rule, measured on 2 cores of Zen 3 (AVX2) and Zen 5 (AVX-512;
