@@ -149,12 +149,12 @@ static size_t transform_item(const cp_wino_kind *kd, const cp_wino_transforms *t
  * flags, and every output of the other tiles is within the contract's bound
  * of a float64 direct convolution.
  */
-static void run_item(const cp_wino_kind *kd, const cp_wino_transforms *t, const item_case *ic,
-                     double *max_rel) {
-  /* the products as the library runs them: F(4x4, 3x3) on the shift-reduce
-     kernels (NR tiles per block of V), F(2x2, 3x3) on the channels-in-lanes
-     kernel (blocks of V of a vector group of tiles, 8 at least) */
-  const int cl = kd == &cp_wino_f23;
+static void run_item(const cp_wino_kind *kd, const cp_wino_transforms *t, int cl,
+                     const item_case *ic, double *max_rel) {
+  /* the products as the library runs them: on the shift-reduce kernels (NR
+     tiles per block of V; F(4x4, 3x3) on the portable kernels) or on the
+     channels-in-lanes kernel (cl: blocks of V of a vector group of tiles, 8
+     at least, read in the input transform's lane order) */
   const cp_sr_ukernel *uk = cp_sr_ukernel_select(CONVPOOL_FLOAT32, t->isa);
   const cp_cl_ukernel *clk = cp_cl_ukernel_select(t->isa);
   const int mr = cl ? clk->mr : uk->mr, nr = cl ? (t->lanes > 8 ? t->lanes : 8) : uk->nr;
@@ -229,8 +229,8 @@ static void run_item(const cp_wino_kind *kd, const cp_wino_transforms *t, const 
   if (m == NULL) abort();
   const cp_wino_tile_map map = cp_wino_tile_map_of(th, tw_pad, 0, 0); /* every tile */
   if (cl) {
-    cp_wino_multiply_cl(kd, clk, u, uf / points, v, vs, (size_t)nr, cin, &map, t_alloc, 0,
-                        co_blocks, m);
+    cp_wino_multiply_cl(kd, clk, u, uf / points, v, vs, (size_t)nr, (size_t)t->lane_u, cin, &map,
+                        t_alloc, 0, co_blocks, m);
   } else {
     cp_wino_multiply(kd, uk, tail, co_blocks, u, uf / points, v, vs, cin, nblk, 0, co_blocks, m);
   }
@@ -351,11 +351,16 @@ int main(void) {
                cp_isa_name(cpu->isa));
         continue;
       }
-      double rel[2] = {0, 0};
-      for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
-        run_item(kd, t, &cases[c], &rel[cases[c].signed_data]);
-      printf("%-18s max |err| / sum|x*w|: %.3g for data in [0,1), %.3g signed\n", t->name, rel[0],
-             rel[1]);
+      /* F(2x2, 3x3)'s products run on the channels-in-lanes kernel only,
+         F(4x4, 3x3)'s on either */
+      for (int cl = kd == &cp_wino_f23; cl <= 1; cl++) {
+        if (cl && t->output_cl == NULL) continue;
+        double rel[2] = {0, 0};
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+          run_item(kd, t, cl, &cases[c], &rel[cases[c].signed_data]);
+        printf("%-18s %s products: max |err| / sum|x*w|: %.3g for data in [0,1), %.3g signed\n",
+               t->name, cl ? "channels-in-lanes" : "shift-reduce", rel[0], rel[1]);
+      }
     }
   }
   printf("%d failed\n", failures);

@@ -5,10 +5,11 @@
  * points x (input channels x tiles) (36 or 16 points); per pass over a few
  * channel blocks, a GEMM per point multiplies V by the transformed weights U
  * into M; per channel block, the output transform writes the conv output
- * into the tile buffer for the epilogue. F(4x4, 3x3)'s products run on the
- * shift-reduce kernels with k = 1 (tiles in the lanes); F(2x2, 3x3)'s on the
- * channels-in-lanes kernel (output channels in the lanes, each tile's V
- * broadcast), which fills its register tile whatever the tile count.
+ * into the tile buffer for the epilogue. The products run on the
+ * channels-in-lanes kernels (output channels in the lanes, each tile's V
+ * broadcast, only tiles with outputs: F(2x2, 3x3) always, F(4x4, 3x3) by a
+ * measured rule, cp_wino_f43_on_cl) or on the shift-reduce kernels with k =
+ * 1 (tiles in the lanes: F(4x4, 3x3) otherwise); the same sums either way.
  *
  * Tiles lie on one grid over the whole conv output (items start at conv
  * rows and columns that are multiples of the tile size), so every output is
@@ -16,9 +17,10 @@
  * input holds a NaN or an Inf would spread it to outputs that do not see it,
  * and one whose input range is wide would spread its rounding errors to
  * outputs whose sum |x*w| is small; the range rule (winograd/winograd.h)
- * flags both, and such tiles are recomputed directly (F(4x4, 3x3): with the
- * shift-reduce kernel, weights kept in its blocked layout too, bit for bit
- * shift-reduce's outputs; F(2x2, 3x3): with its channels-in-lanes kernel).
+ * flags both, and such tiles are recomputed directly, on the products'
+ * kind of kernel (shift-reduce's, weights kept in its blocked layout too,
+ * bit for bit shift-reduce's outputs; or the channels-in-lanes kernel, on
+ * the direct algorithm's weight layout).
  */
 #include <stdio.h>
 #include <string.h>
@@ -42,6 +44,8 @@ typedef struct cp_wino_setup {
      at cl_offset; U and the flags are in blocks of its MR */
   const cp_cl_ukernel *cl;
   size_t cl_offset;
+  unsigned cl_kinds; /* the tile sizes (1 << index) whose products run on cl: F(2x2, 3x3)'s
+                        always, F(4x4, 3x3)'s with vector kernels (cp_wino_f43_on_cl) */
 } cp_wino_setup;
 CP_ALGO_STATE_FITS(cp_wino_setup);
 
@@ -57,6 +61,12 @@ static const cp_wino_kind *const cp_wino_kinds[2] = {&cp_wino_f43, &cp_wino_f23}
 
 static int cp_wino_index(const cp_plan *pl) {
   return pl->algo == &cp_algorithm_winograd2x3 ? CP_WINO_F23 : CP_WINO_F43;
+}
+
+/* The plan's products, output transform and direct tiles run on the
+   channels-in-lanes kernel (else on shift-reduce's). */
+static int cp_wino_on_cl(const cp_plan *pl) {
+  return cp_wino_setup_of(pl)->cl_kinds >> cp_wino_index(pl) & 1;
 }
 
 static const cp_wino_kind *cp_wino_kind_of(const cp_plan *pl) {
@@ -96,6 +106,26 @@ static const char *cp_wino2_declines(const cp_layer *layer, const cp_cpu *cpu, c
   return cp_wino_declines_kind(&cp_wino_f23, layer, why, capacity);
 }
 
+/*
+ * F(4x4, 3x3)'s products on the channels-in-lanes kernels (output channels
+ * in the lanes, each tile's V broadcast, only the tiles with outputs) rather
+ * than on shift-reduce's (tiles in the lanes), a measured rule: with vector
+ * kernels, for 128 output channels or more. Zen 5, 2 threads, medians of
+ * interleaved runs of two operators, hot, cl / sr: 256 -> 256 at 56x56 0.89
+ * (3.94 / 4.44 ms), 64 -> 128 at 112x112 0.73, 128 -> 128 at 112x112 pool 2
+ * 0.78, 512 -> 512 at 28x28 0.78-0.96, 128 -> 128 at 28x28 and 256 -> 256 at
+ * 14x14 level; slower: 8 images of 256 -> 256 at 14x14 (16 tiles an item)
+ * 1.07, and with 64 output channels (64 -> 64 at 56x56 1.13, at 224x224 pool
+ * 2 1.17: two channel blocks, too few to split the items by). The
+ * benchmark's VGG-16 suite against oneDNN, one run each: geometric mean 1.07
+ * -> 0.95. The AVX2 kernels (run on Zen 5): 0.92-0.96 on the first three,
+ * 8 images of 256 -> 256 at 14x14 1.22.
+ */
+#define CP_WINO_CL_MIN_C_OUT 128
+static int cp_wino_f43_on_cl(const cp_layer *layer, const cp_cpu *cpu) {
+  return cpu->isa >= CP_ISA_AVX2 && layer->c_out >= CP_WINO_CL_MIN_C_OUT;
+}
+
 /* fp32 kernels for every dtype: the transforms and the sums are fp32. The
    packed weights: the blocked ones for the direct tiles, then for each tile
    size packed (`kinds`, a mask of 1 << CP_WINO_F43 ...) its U and one flag
@@ -108,6 +138,7 @@ static convpool_status cp_wino_setup_kinds(const cp_layer *layer, const cp_cpu *
   const int f43 = kinds >> CP_WINO_F43 & 1;
   ws->cl = cp_cl_ukernel_select(cpu->isa);
   ws->cl_offset = 0;
+  ws->cl_kinds = (kinds & 1u << CP_WINO_F23) | (f43 && cp_wino_f43_on_cl(layer, cpu) ? 1u : 0u);
   if (!f43) { /* F(2x2, 3x3) alone: no shift-reduce weights; its kernel's blocks */
     s->packed_weight_bytes = 0;
     s->co_block = ws->cl->mr, s->positions = ws->cl->np, s->lanes = 0, s->kernel = ws->cl->name;
@@ -115,27 +146,30 @@ static convpool_status cp_wino_setup_kinds(const cp_layer *layer, const cp_cpu *
   for (int i = 0; i < 2; i++) {
     ws->u_floats[i] = ws->u_offset[i] = ws->flags_offset[i] = 0;
     if (!(kinds >> i & 1)) continue;
-    const int mr = i == CP_WINO_F23 ? ws->cl->mr : ws->sr.uk->mr;
-    const int mr_tail = i == CP_WINO_F23 ? ws->cl->mr : ws->sr.uk_tail->mr;
+    const int on_cl = ws->cl_kinds >> i & 1;
+    const int mr = on_cl ? ws->cl->mr : ws->sr.uk->mr;
+    const int mr_tail = on_cl ? ws->cl->mr : ws->sr.uk_tail->mr;
     const size_t blocks = ((size_t)layer->c_out + (size_t)mr - 1) / (size_t)mr;
     ws->u_floats[i] =
         cp_wino_weight_floats(cp_wino_kinds[i], layer->c_out, layer->c_in, mr, mr_tail);
     ws->u_offset[i] = cp_round_up(s->packed_weight_bytes, CP_CACHE_LINE) / sizeof(float);
-    size_t ub, dw;
+    size_t ub;
     if (ws->u_floats[i] == 0 || !cp_add(ws->u_offset[i], ws->u_floats[i], &ws->flags_offset[i]) ||
         !cp_add(ws->flags_offset[i], blocks, &ub) ||
         !cp_mul(ub, sizeof(float), &s->packed_weight_bytes))
       return cp_fail(CONVPOOL_INVALID_ARGUMENT,
                      "weights [%lld, %lld, 3, 3] have a byte count that overflows",
                      (long long)layer->c_out, (long long)layer->c_in);
-    if (i == CP_WINO_F23) { /* then the direct tiles' weights */
-      ws->cl_offset = cp_round_up(s->packed_weight_bytes, CP_CACHE_LINE) / sizeof(float);
-      if (!cp_mul(blocks * (size_t)mr, (size_t)layer->c_in * 9, &dw) ||
-          !cp_add(ws->cl_offset, dw, &dw) || !cp_mul(dw, sizeof(float), &s->packed_weight_bytes))
-        return cp_fail(CONVPOOL_INVALID_ARGUMENT,
-                       "weights [%lld, %lld, 3, 3] have a byte count that overflows",
-                       (long long)layer->c_out, (long long)layer->c_in);
-    }
+  }
+  if (ws->cl_kinds != 0) { /* then the direct tiles' weights, in blocks of cl's MR */
+    const size_t mr = (size_t)ws->cl->mr, blocks = ((size_t)layer->c_out + mr - 1) / mr;
+    size_t dw;
+    ws->cl_offset = cp_round_up(s->packed_weight_bytes, CP_CACHE_LINE) / sizeof(float);
+    if (!cp_mul(blocks * mr, (size_t)layer->c_in * 9, &dw) || !cp_add(ws->cl_offset, dw, &dw) ||
+        !cp_mul(dw, sizeof(float), &s->packed_weight_bytes))
+      return cp_fail(CONVPOOL_INVALID_ARGUMENT,
+                     "weights [%lld, %lld, 3, 3] have a byte count that overflows",
+                     (long long)layer->c_out, (long long)layer->c_in);
   }
   return CONVPOOL_SUCCESS;
 }
@@ -191,7 +225,7 @@ static convpool_status cp_wino2_setup_layer(const cp_layer *layer, const cp_cpu 
 /* The run's channel blocks: F(2x2, 3x3)'s are its kernel's MR (the setup's
    are shift-reduce's where auto's winograd hands the run over). */
 static void cp_wino_layout(cp_plan *pl) {
-  if (cp_wino_index(pl) == CP_WINO_F23) {
+  if (cp_wino_on_cl(pl)) {
     pl->co_block = cp_wino_setup_of(pl)->cl->mr;
     pl->kernel = cp_wino_setup_of(pl)->cl->name; /* its products' */
     pl->positions = cp_wino_setup_of(pl)->cl->np;
@@ -220,8 +254,9 @@ static void cp_wino_pack_weights_all(const cp_layer *layer, const cp_algo_setup 
   if (ws->u_floats[CP_WINO_F43] > 0) cp_sr_pack_weights(layer, s, weights, packed);
   for (int i = 0; i < 2; i++) {
     if (ws->u_floats[i] == 0) continue;
-    const int mr = i == CP_WINO_F23 ? ws->cl->mr : ws->sr.uk->mr;
-    const int mr_tail = i == CP_WINO_F23 ? ws->cl->mr : ws->sr.uk_tail->mr;
+    const int on_cl = ws->cl_kinds >> i & 1;
+    const int mr = on_cl ? ws->cl->mr : ws->sr.uk->mr;
+    const int mr_tail = on_cl ? ws->cl->mr : ws->sr.uk_tail->mr;
     const size_t blocks = ((size_t)layer->c_out + (size_t)mr - 1) / (size_t)mr;
     float *flags = packed + ws->flags_offset[i], *u = packed + ws->u_offset[i];
     cp_wino_pack_weights(cp_wino_kinds[i], layer->dtype, weights, layer->c_out, layer->c_in, mr,
@@ -230,7 +265,7 @@ static void cp_wino_pack_weights_all(const cp_layer *layer, const cp_algo_setup 
       flags[cb] = cp_wino_block_scale(cp_wino_kinds[i], layer->dtype, weights, layer->c_out,
                                       layer->c_in, mr, mr_tail, u, cb);
   }
-  if (ws->u_floats[CP_WINO_F23] > 0) { /* [cb][c][9][MR], zero past c_out */
+  if (ws->cl_kinds != 0) { /* [cb][c][9][MR], zero past c_out */
     const size_t mr = (size_t)ws->cl->mr, cin = (size_t)layer->c_in, cout = (size_t)layer->c_out;
     float *to = packed + ws->cl_offset;
     for (size_t cb = 0; cb < (cout + mr - 1) / mr; cb++)
@@ -265,6 +300,7 @@ typedef struct cp_wino_plan {
   const cp_sr_ukernel *uk;      /* the products' kernel: NR tiles of V per register tile */
   const cp_sr_ukernel *uk_tail; /* and that of the last channel block (NULL: F(2x2, 3x3)'s
                                    channels-in-lanes kernel) */
+  const cp_cl_ukernel *cl;      /* on cl: the products' member of the setup's family */
   size_t nr;                    /* tiles per block of V */
   const cp_wino_transforms *tf;
 } cp_wino_plan;
@@ -282,13 +318,13 @@ static size_t cp_wino_nr(const cp_plan *pl) {
 /* M's lanes per row for `lanes` lanes of V: F(2x2, 3x3)'s kernel writes
    whole groups of NP tiles. */
 static size_t cp_wino_t_alloc(const cp_plan *pl, size_t lanes) {
-  if (cp_wino_index(pl) != CP_WINO_F23) return lanes;
-  return cp_round_up(lanes, (size_t)cp_wino_setup_of(pl)->cl->np);
+  if (!cp_wino_on_cl(pl)) return lanes;
+  return cp_round_up(lanes, (size_t)cp_wino_plan_of(pl)->cl->np);
 }
 
 /* Positions per register tile of the direct kernel (tiles flagged non-finite). */
 static size_t cp_wino_direct_nr(const cp_plan *pl) {
-  if (cp_wino_index(pl) == CP_WINO_F23) return (size_t)cp_wino_setup_of(pl)->cl->np;
+  if (cp_wino_on_cl(pl)) return (size_t)cp_wino_setup_of(pl)->cl->np;
   return (size_t)cp_wino_setup_of(pl)->sr.uk->nr;
 }
 
@@ -313,9 +349,16 @@ static void cp_wino_choose_products(cp_plan *pl, size_t tiles) {
   const int lanes = cp_wino_transforms_select(cp_wino_kind_of(pl), pl->setup->isa)
                         ->lanes; /* V's blocks hold whole groups */
   const double narrow_cost = pl->c_in >= CP_WINO_WIDE_C_IN ? CP_WINO_NARROW_COST : 1.0;
-  if (cp_wino_index(pl) == CP_WINO_F23) { /* V's blocks: a vector group, 8 tiles at least */
+  if (cp_wino_on_cl(pl)) { /* V's blocks: a vector group, 8 tiles at least */
     wp->uk = wp->uk_tail = NULL;
     wp->nr = lanes > 8 ? (size_t)lanes : 8;
+    /* F(4x4, 3x3): the family's member for the item's tiles (8 images of
+       256 -> 256 at 14x14, 16 tiles an item: 32 x 8 0.90 of 32 x 6's time);
+       F(2x2, 3x3): the setup's kernel (512 -> 512 at 14x14, 49 tiles: 32 x 14
+       1.10 of 32 x 6's) */
+    wp->cl = cp_wino_setup_of(pl)->cl;
+    if (cp_wino_index(pl) == CP_WINO_F43) wp->cl = cp_cl_ukernel_for_positions(wp->cl, tiles);
+    pl->kernel = wp->cl->name;
     return;
   }
   wp->uk = s->uk, wp->uk_tail = s->uk_tail;
@@ -519,7 +562,7 @@ static int cp_wino_v_floats(const cp_plan *pl, const cp_wino_tiles *t, size_t *n
   return cp_mul(t->nblk, (size_t)cp_wino_kind_of(pl)->points_n, n) && cp_mul(*n, vs, n);
 }
 
-/* Input channels per gather of the direct path's taps (cp_wino_direct_f43):
+/* Input channels per gather of the direct path's taps (cp_wino_direct_sr):
    9 x this many x NR floats, 18 KiB at NR = 32. */
 #define CP_WINO_GATHER_CHANNELS 16
 
@@ -590,9 +633,8 @@ static int cp_wino_fits(const cp_plan *pl) {
 static double cp_wino_cost(const cp_plan *pl) {
   const cp_sr_setup *s = &cp_wino_setup_of(pl)->sr;
   const size_t nr = cp_wino_nr(pl);
-  const double co = cp_wino_index(pl) == CP_WINO_F23
-                        ? (double)pl->co_blocks * pl->co_block
-                        : (double)((pl->co_blocks - 1) * s->uk->mr + s->uk_tail->mr);
+  const double co = cp_wino_on_cl(pl) ? (double)pl->co_blocks * pl->co_block
+                                      : (double)((pl->co_blocks - 1) * s->uk->mr + s->uk_tail->mr);
   const cp_wino_kind *kd = cp_wino_kind_of(pl);
   const double m = kd->m, per_point = kd->points_n * (double)pl->c_in * co;
   double lanes = 0, copy = 0, items = 0;
@@ -794,7 +836,7 @@ static const float *cp_wino_pack_item(const cp_run *r, cp_item *it, float *panel
   return input;
 }
 
-/* F(4x4, 3x3)'s direct path (cp_wino_direct_f43): the outputs gathered
+/* F(4x4, 3x3)'s direct path (cp_wino_direct_sr): the outputs gathered
    so far, in runs along conv rows (run u: lanes [lane[u], lane[u + 1]),
    read from panel offset at[u] on), and what every run needs. */
 typedef struct cp_wino_gathered {
@@ -867,9 +909,9 @@ static void cp_wino_gather_flush(cp_wino_gathered *g) {
  * activations whose range flags some tiles (Zen 5, 2 threads, Python
  * operators, three alternations): 5.5-6.4 -> 3.9-4.3 ms.
  */
-static void cp_wino_direct_f43(const cp_run *r, const cp_wino_tiles *t, const float *panel,
-                               const unsigned char *flags, int64_t cb, size_t channels, float *buf,
-                               float *tile, float *gather, int all) {
+static void cp_wino_direct_sr(const cp_run *r, const cp_wino_tiles *t, const float *panel,
+                              const unsigned char *flags, int64_t cb, size_t channels, float *buf,
+                              float *tile, float *gather, int all) {
   const cp_plan *pl = r->pl;
   const cp_sr_setup *sr = &cp_wino_setup_of(pl)->sr;
   const cp_sr_ukernel *uk = /* cp_sr_block_kernel's choice */
@@ -937,9 +979,9 @@ static void cp_wino_cl_outputs(const cp_run *r, const cp_wino_tiles *t, const fl
  * call per row of each run of flagged tiles this replaces, which held the 2
  * outputs of a lone tile in 6 positions.
  */
-static void cp_wino_direct_f23(const cp_run *r, const cp_wino_tiles *t, const float *panel,
-                               const unsigned char *flags, int64_t cb, size_t channels, float *buf,
-                               float *tile, int all) {
+static void cp_wino_direct_cl(const cp_run *r, const cp_wino_tiles *t, const float *panel,
+                              const unsigned char *flags, int64_t cb, size_t channels, float *buf,
+                              float *tile, int all) {
   const cp_plan *pl = r->pl;
   const cp_wino_setup *ws = cp_wino_setup_of(pl);
   const size_t np = cp_wino_direct_nr(pl), ld = cp_wino_plan_of(pl)->panel.ld;
@@ -967,7 +1009,7 @@ static const float *cp_wino_compute_block(const cp_run *r, const cp_item *it, co
   const cp_wino_setup *ws = cp_wino_setup_of(pl);
   const cp_wino_tiles t = cp_wino_tiles_of_item(pl, it);
   const cp_wino_kind *kd = cp_wino_kind_of(pl);
-  const int kind = cp_wino_index(pl);
+  const int kind = cp_wino_index(pl), on_cl = cp_wino_on_cl(pl);
   const size_t mr = (size_t)pl->co_block, nr = cp_wino_nr(pl), points = (size_t)kd->points_n;
   const size_t per_block = points * mr * t.t_alloc, c_in = (size_t)pl->c_in;
   const size_t vs = cp_wino_v_stride(c_in, nr), u_xi = ws->u_floats[kind] / points;
@@ -977,14 +1019,15 @@ static const float *cp_wino_compute_block(const cp_run *r, const cp_item *it, co
   const size_t j = (size_t)(cb - it->cb0) % wp->pass;
   if (j == 0) { /* a pass: the products of the next `pass` blocks */
     const int64_t cb1 = cb + (int64_t)wp->pass < it->cb1 ? cb + (int64_t)wp->pass : it->cb1;
-    if (kind == CP_WINO_F23)
-      cp_wino_multiply_cl(kd, ws->cl, u, u_xi, v, vs, nr, c_in, &map, t.t_alloc, cb, cb1, m);
+    if (on_cl)
+      cp_wino_multiply_cl(kd, wp->cl, u, u_xi, v, vs, nr, (size_t)wp->tf->lane_u, c_in, &map,
+                          t.t_alloc, cb, cb1, m);
     else
       cp_wino_multiply(kd, wp->uk, wp->uk_tail, pl->co_blocks, u, u_xi, v, vs, c_in, t.nblk, cb,
                        cb1, m);
   }
   const size_t left = (size_t)pl->c_out - (size_t)cb * mr, channels = left < mr ? left : mr;
-  if (kind == CP_WINO_F23)
+  if (on_cl)
     wp->tf->output_cl(m + j * per_block, t.t_alloc, mr, channels, &map, t.dy, t.dx, buf,
                       pl->buf_cols, pl->buf_row_ld);
   else
@@ -993,11 +1036,11 @@ static const float *cp_wino_compute_block(const cp_run *r, const cp_item *it, co
   const int block_direct = cp_wino_block_direct(pl, r->packed, cb);
   float *tile = m + wp->pass * points * mr * wp->max.t_alloc;
   if (it->flags || block_direct) { /* the direct path: flagged tiles, or every one */
-    if (kind == CP_WINO_F23)
-      cp_wino_direct_f23(r, &t, panel, it->aux, cb, channels, buf, tile, block_direct);
+    if (on_cl)
+      cp_wino_direct_cl(r, &t, panel, it->aux, cb, channels, buf, tile, block_direct);
     else
-      cp_wino_direct_f43(r, &t, panel, it->aux, cb, channels, buf, tile,
-                         tile + mr * cp_wino_direct_nr(pl), block_direct);
+      cp_wino_direct_sr(r, &t, panel, it->aux, cb, channels, buf, tile,
+                        tile + mr * cp_wino_direct_nr(pl), block_direct);
   }
   return buf;
 }
@@ -1015,14 +1058,14 @@ static void cp_wino_describe(const cp_plan *pl, char *text, size_t capacity) {
            "%zu), V %zu KiB; products (%s) of %zu channel blocks per pass; transforms %s; "
            "shift-reduce: tiles of wide range or padding > 1; uneven/huge filters",
            kd->name, kd->points, t->th, t->tw, side, t->tiles, t->nblk, cp_wino_nr(pl),
-           wp->v_floats * sizeof(float) >> 10,
-           wp->uk != NULL ? wp->uk->name : cp_wino_setup_of(pl)->cl->name, wp->pass, wp->tf->name);
+           wp->v_floats * sizeof(float) >> 10, wp->uk != NULL ? wp->uk->name : wp->cl->name,
+           wp->pass, wp->tf->name);
   const int64_t input_rows = (int64_t)((size_t)kd->m * t->th + 2);
   if (wp->uk != NULL) {
     cp_sr_describe_tile(pl, input_rows, sweep, text, capacity);
     return;
   }
-  const cp_cl_ukernel *cl = cp_wino_setup_of(pl)->cl;
+  const cp_cl_ukernel *cl = wp->cl;
   snprintf(text, capacity,
            "register tile  %d output channels x %d tiles (%s); %lld channel blocks\n"
            "panel          %lld pooled rows x %lld pooled columns: conv %lld rows (%lld input "

@@ -17,4 +17,5 @@
 #define CP_W_SHUF(x, y, imm) _mm256_shuffle_ps(x, y, imm)
 #define CP_W_INPUT_FN cp_wino_input_avx2
 #define CP_W_OUTPUT_FN cp_wino_output_avx2
+#define CP_W_OUTPUT_CL_FN cp_wino_output_cl_avx2
 #include "transform-template.h"

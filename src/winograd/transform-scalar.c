@@ -103,6 +103,31 @@ void cp_wino_output_scalar(const float *m, size_t t_alloc, size_t mr_stride, siz
     }
 }
 
+void cp_wino_output_cl_scalar(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
+                              const cp_wino_tile_map *map, size_t dy, size_t dx, float *buf,
+                              size_t buf_cols, size_t buf_ld) {
+  const size_t xs = t_alloc * mr_stride, tw_pad = map->tw_pad;
+  for (size_t k = 0; k < map->count; k++)
+    for (size_t ch = 0; ch < mr; ch++) {
+      const size_t n = cp_wino_tile_of(map, k);
+      const float *mn = m + k * mr_stride + ch;
+      float t[6][4], y[4][4];
+      for (int r = 0; r < 6; r++) { /* A^T along each row of M */
+        const float *x = mn + (size_t)(6 * r) * xs;
+        CP_W_OUTPUT_1D(x[0], x[xs], x[2 * xs], x[3 * xs], x[4 * xs], x[5 * xs], t[r][0], t[r][1],
+                       t[r][2], t[r][3]);
+      }
+      for (int q = 0; q < 4; q++)
+        CP_W_OUTPUT_1D(t[0][q], t[1][q], t[2][q], t[3][q], t[4][q], t[5][q], y[0][q], y[1][q],
+                       y[2][q], y[3][q]);
+      const size_t y0 = (n / tw_pad) * 4, x0 = (n % tw_pad) * 4;
+      for (size_t r = 0; r < 4; r++)
+        for (size_t q = 0; q < 4; q++)
+          if (y0 + r >= dy && x0 + q >= dx)
+            buf[ch * buf_cols + (y0 + r - dy) * buf_ld + x0 + q - dx] = y[r][q];
+    }
+}
+
 void cp_wino_multiply(const cp_wino_kind *kind, const cp_sr_ukernel *uk,
                       const cp_sr_ukernel *uk_tail, int64_t co_blocks, const float *u,
                       size_t u_xi_stride, const float *v, size_t vs, size_t c_in, size_t nblk,
@@ -119,10 +144,18 @@ void cp_wino_multiply(const cp_wino_kind *kind, const cp_sr_ukernel *uk,
     }
 }
 
+/* Where tile k of the map lies in V, from a point's first lane. */
+static ptrdiff_t cp_wino_cl_pos(const cp_wino_tile_map *map, size_t k, size_t nr, size_t lane_u,
+                                size_t block_floats) {
+  const size_t t = cp_wino_tile_of(map, k);
+  return (ptrdiff_t)((t / nr) * block_floats + cp_wino_lane_of(t % nr, lane_u));
+}
+
+#define CP_WINO_CL_POS 512
 void cp_wino_multiply_cl(const cp_wino_kind *kind, const cp_cl_ukernel *uk, const float *u,
-                         size_t u_xi_stride, const float *v, size_t vs, size_t nr, size_t c_in,
-                         const cp_wino_tile_map *map, size_t t_alloc, int64_t cb0, int64_t cb1,
-                         float *m) {
+                         size_t u_xi_stride, const float *v, size_t vs, size_t nr, size_t lane_u,
+                         size_t c_in, const cp_wino_tile_map *map, size_t t_alloc, int64_t cb0,
+                         int64_t cb1, float *m) {
   const size_t tiles = map->count;
   const size_t np = (size_t)uk->np, mr = (size_t)uk->mr, points = (size_t)kind->points_n;
   const size_t kc = CP_WINO_CL_KC_FLOATS / mr; /* channels per pass over the tiles */
@@ -130,6 +163,13 @@ void cp_wino_multiply_cl(const cp_wino_kind *kind, const cp_cl_ukernel *uk, cons
   const size_t block = mr * c_in, groups = (tiles + np - 1) / np;
   const size_t calls = groups * ((c_in + kc - 1) / kc);
   const size_t share = (block / 16 + calls - 1) / calls * 16; /* floats prefetched per call */
+  /* the tiles' offsets in V, once for every point and block (whole groups
+     of NP up to CP_WINO_CL_POS of them; the rest as each call needs them) */
+  ptrdiff_t tile_pos[CP_WINO_CL_POS];
+  size_t cached = 0;
+  for (; cached + np <= CP_WINO_CL_POS && cached + np <= tiles; cached += np)
+    for (size_t p = 0; p < np; p++)
+      tile_pos[cached + p] = cp_wino_cl_pos(map, cached + p, nr, lane_u, points * vs);
   for (size_t xi = 0; xi < points; xi++)
     for (int64_t cb = cb0; cb < cb1; cb++) {
       const float *w = u + xi * u_xi_stride + (size_t)cb * block;
@@ -149,12 +189,15 @@ void cp_wino_multiply_cl(const cp_wino_kind *kind, const cp_cl_ukernel *uk, cons
             __builtin_prefetch(next + f, 0, 3);
           ptrdiff_t pos[CP_CL_MAX_NP]; /* past the last tile: the last one again */
           const size_t n = tiles - g < np ? tiles - g : np;
-          for (size_t p = 0; p < np; p++) {
-            const size_t t = cp_wino_tile_of(map, g + (p < n ? p : n - 1));
-            pos[p] = (ptrdiff_t)((t / nr) * points * vs + t % nr);
+          const ptrdiff_t *at = pos;
+          if (g + np <= cached) {
+            at = tile_pos + g;
+          } else {
+            for (size_t p = 0; p < np; p++)
+              pos[p] = cp_wino_cl_pos(map, g + (p < n ? p : n - 1), nr, lane_u, points * vs);
           }
           /* the sums of tiles g.. as the registers hold them, [tile][MR] */
-          uk->fn(v + xi * vs + c0 * nr, nr, pos, &tap, 1, kn, w + c0 * mr, mx + g * mr, c0 == 0,
+          uk->fn(v + xi * vs + c0 * nr, nr, at, &tap, 1, kn, w + c0 * mr, mx + g * mr, c0 == 0,
                  NULL, 0, n);
         }
       }

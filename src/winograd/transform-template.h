@@ -10,7 +10,11 @@
  * Define before including: CP_V (vector type), CP_VW (lanes), CP_W_LOADU,
  * CP_W_STOREU, CP_W_SET1, CP_W_ZERO, CP_W_ADD, CP_W_SUB, CP_W_MUL, CP_W_FMA,
  * CP_W_FNMA, CP_W_ABS (|x|), CP_W_MAX, CP_W_UNPACKLO, CP_W_UNPACKHI,
- * CP_W_SHUF (per 128-bit lane), CP_W_INPUT_FN, CP_W_OUTPUT_FN.
+ * CP_W_SHUF (per 128-bit lane), CP_W_INPUT_FN, CP_W_OUTPUT_FN, CP_W_OUTPUT_CL_FN.
+ *
+ * CP_W_OUTPUT_CL_FN reads M with the channels in the lanes
+ * (cp_wino_multiply_cl): a tile's 36 points of CP_VW channels, the 4x4
+ * outputs of each channel stored a row of four at a time.
  */
 #include <immintrin.h>
 
@@ -135,4 +139,41 @@ void CP_W_OUTPUT_FN(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
         }
       }
     }
+}
+
+void CP_W_OUTPUT_CL_FN(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
+                       const cp_wino_tile_map *map, size_t dy, size_t dx, float *buf,
+                       size_t buf_cols, size_t buf_ld) {
+  const size_t xs = t_alloc * mr_stride;
+  for (size_t k = 0; k < map->count; k++) {
+    const size_t n = cp_wino_tile_of(map, k);
+    const size_t y0 = (n / map->tw_pad) * 4, x0 = (n % map->tw_pad) * 4;
+    const size_t q0 = x0 < dx ? dx - x0 : 0; /* columns left of the buffer's origin */
+    for (size_t c = 0; c < mr; c += CP_VW) { /* CP_VW channels of tile k at a time */
+      const float *mn = m + k * mr_stride + c;
+      CP_V t[6][4];
+      for (size_t r = 0; r < 6; r++) { /* A^T along each row of M */
+        const float *x = mn + 6 * r * xs;
+        CP_W_OUTPUT_1D(CP_W_LOADU(x), CP_W_LOADU(x + xs), CP_W_LOADU(x + 2 * xs),
+                       CP_W_LOADU(x + 3 * xs), CP_W_LOADU(x + 4 * xs), CP_W_LOADU(x + 5 * xs),
+                       t[r][0], t[r][1], t[r][2], t[r][3]);
+      }
+      float lane[4][4][CP_VW];         /* [row][column][channel] */
+      for (size_t q = 0; q < 4; q++) { /* A^T along each column */
+        CP_V y0v, y1v, y2v, y3v;
+        CP_W_OUTPUT_1D(t[0][q], t[1][q], t[2][q], t[3][q], t[4][q], t[5][q], y0v, y1v, y2v, y3v);
+        CP_W_STOREU(lane[0][q], y0v);
+        CP_W_STOREU(lane[1][q], y1v);
+        CP_W_STOREU(lane[2][q], y2v);
+        CP_W_STOREU(lane[3][q], y3v);
+      }
+      const size_t nc = mr - c < CP_VW ? mr - c : CP_VW;
+      for (size_t r = 0; r < 4; r++) {
+        if (y0 + r < dy) continue; /* above the buffer's origin */
+        float *row = buf + c * buf_cols + (y0 + r - dy) * buf_ld + x0 + q0 - dx;
+        for (size_t l = 0; l < nc; l++)
+          for (size_t q = q0; q < 4; q++) row[l * buf_cols + q - q0] = lane[r][q][l];
+      }
+    }
+  }
 }

@@ -55,17 +55,20 @@ static const double cp_wino2_g[4][3] = {
 };
 
 static const cp_wino_transforms cp_wino_f43_impls[] = {
-    {"wino-f43-scalar", CP_ISA_SCALAR, 1, cp_wino_input_scalar, cp_wino_output_scalar, NULL},
-    {"wino-f43-avx2", CP_ISA_AVX2, 8, cp_wino_input_avx2, cp_wino_output_avx2, NULL},
-    {"wino-f43-avx512", CP_ISA_AVX512, 16, cp_wino_input_avx512, cp_wino_output_avx512, NULL},
+    {"wino-f43-scalar", CP_ISA_SCALAR, 1, cp_wino_input_scalar, cp_wino_output_scalar,
+     cp_wino_output_cl_scalar, 0},
+    {"wino-f43-avx2", CP_ISA_AVX2, 8, cp_wino_input_avx2, cp_wino_output_avx2,
+     cp_wino_output_cl_avx2, 2},
+    {"wino-f43-avx512", CP_ISA_AVX512, 16, cp_wino_input_avx512, cp_wino_output_avx512,
+     cp_wino_output_cl_avx512, 4},
 };
 
 static const cp_wino_transforms cp_wino_f23_impls[] = {
     {"wino-f23-scalar", CP_ISA_SCALAR, 1, cp_wino_input_f23_scalar, NULL,
-     cp_wino_output_cl_f23_scalar},
-    {"wino-f23-avx2", CP_ISA_AVX2, 8, cp_wino_input_f23_avx2, NULL, cp_wino_output_cl_f23_avx2},
+     cp_wino_output_cl_f23_scalar, 0},
+    {"wino-f23-avx2", CP_ISA_AVX2, 8, cp_wino_input_f23_avx2, NULL, cp_wino_output_cl_f23_avx2, 0},
     {"wino-f23-avx512", CP_ISA_AVX512, 16, cp_wino_input_f23_avx512, NULL,
-     cp_wino_output_cl_f23_avx512},
+     cp_wino_output_cl_f23_avx512, 0},
 };
 
 const cp_wino_kind cp_wino_f43 = {

@@ -38,8 +38,9 @@
  * the tile buffer 4*th rows of 4*tw_pad columns.
  *
  * Within a group of `lanes` consecutive tiles the vector transforms order
- * the tiles their own way; the input and output transforms of one
- * cp_wino_transforms agree, and the multiply does not care.
+ * the tiles their own way (lane_u, cp_wino_lane_of); the input and output
+ * transforms of one cp_wino_transforms agree, the shift-reduce multiply does
+ * not care, and the channels-in-lanes one reads each tile at its lane.
  */
 #ifndef CONVPOOL_WINOGRAD_H
 #define CONVPOOL_WINOGRAD_H
@@ -272,8 +273,18 @@ typedef struct cp_wino_transforms {
   int lanes; /* tiles per vector group (divides every NR of the ISA's kernels) */
   cp_wino_input_fn input;
   cp_wino_output_fn output;       /* F(4x4, 3x3): M from the shift-reduce products */
-  cp_wino_output_cl_fn output_cl; /* F(2x2, 3x3): M from the channels-in-lanes products */
+  cp_wino_output_cl_fn output_cl; /* M from the channels-in-lanes products */
+  /* V's lane order within each group of 4 * lane_u tiles: tile 4-load u's
+     k-th tile (u * lane_u + k) at lane 4k + u; 0: tile d at lane d */
+  int lane_u;
 } cp_wino_transforms;
+
+/* The lane of V holding tile d of a block of NR lanes (cp_wino_transforms.lane_u). */
+static inline size_t cp_wino_lane_of(size_t d, size_t lane_u) {
+  if (lane_u == 0) return d;
+  const size_t group = 4 * lane_u, e = d % group;
+  return d - e + 4 * (e % lane_u) + e / lane_u;
+}
 
 /*
  * A tile size: F(m x m, 3x3) from alpha x alpha inputs, alpha = m + 2, with
@@ -319,7 +330,8 @@ void cp_wino_multiply(const cp_wino_kind *kind, const cp_sr_ukernel *uk,
 /*
  * The same on a channels-in-lanes kernel (cl-ukernel.h): U in blocks of its
  * MR ([xi][cb][c][MR], u_xi_stride floats per point), the map's tiles of V
- * read in groups of its NP (tile n at block n / nr, lane n % nr), and M_cb =
+ * read in groups of its NP (tile n at block n / nr, lane cp_wino_lane_of(n %
+ * nr, lane_u): the input transform's order), and M_cb =
  * m + (cb - cb0) * points * t_alloc * MR laid out [xi][t_alloc][MR]: product
  * k's MR channels at (xi * t_alloc + k) * MR, as the kernel's registers hold
  * them (t_alloc >= map->count rounded up to NP; rows past the count get the
@@ -329,9 +341,9 @@ void cp_wino_multiply(const cp_wino_kind *kind, const cp_sr_ukernel *uk,
  */
 #define CP_WINO_CL_KC_FLOATS 4096
 void cp_wino_multiply_cl(const cp_wino_kind *kind, const cp_cl_ukernel *uk, const float *u,
-                         size_t u_xi_stride, const float *v, size_t vs, size_t nr, size_t c_in,
-                         const cp_wino_tile_map *map, size_t t_alloc, int64_t cb0, int64_t cb1,
-                         float *m);
+                         size_t u_xi_stride, const float *v, size_t vs, size_t nr, size_t lane_u,
+                         size_t c_in, const cp_wino_tile_map *map, size_t t_alloc, int64_t cb0,
+                         int64_t cb1, float *m);
 
 /* Floats between V's [blk][xi] blocks for c_in channels and NR lanes. */
 static inline size_t cp_wino_v_stride(size_t c_in, size_t nr) {
@@ -346,7 +358,10 @@ static inline size_t cp_wino_v_stride(size_t c_in, size_t nr) {
                            size_t tw_pad, size_t nr, float *v, size_t vs, float *sums);         \
   void cp_wino_output_##isa(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,        \
                             size_t tiles, size_t tw_pad, size_t dy, size_t dx, float *buf,      \
-                            size_t buf_cols, size_t buf_ld);
+                            size_t buf_cols, size_t buf_ld);                                    \
+  void cp_wino_output_cl_##isa(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,     \
+                               const cp_wino_tile_map *map, size_t dy, size_t dx, float *buf,   \
+                               size_t buf_cols, size_t buf_ld);
 CP_WINO_DECLARE_TRANSFORMS(scalar)
 CP_WINO_DECLARE_TRANSFORMS(avx2)
 CP_WINO_DECLARE_TRANSFORMS(avx512)
