@@ -1091,7 +1091,11 @@ static void cp_wino_describe(const cp_plan *pl, char *text, size_t capacity) {
  * less) every tile holds a corner: their shift-reduce recompute made
  * ResNet-18's 512 -> 512 layers at 7x7, batch 8, take 40-90 ms against
  * 13.5-18 with shift-reduce alone (Zen 3, 2 threads). Shift-reduce computes
- * those runs at every batch.
+ * those runs at every batch. So it stays with F(4x4, 3x3)'s products on the
+ * channels-in-lanes kernels, which on uniform inputs are the fastest there
+ * (8 images of 512 -> 512 at 7x7, Zen 5, benchmark: 2.80 ms against direct's
+ * 4.92): in fused ResNet-18 (batch 8, CONVPOOL_VERBOSE) those layers took
+ * 5.2-9.5 ms each against 4.6-4.9 with direct, where auto hands them.
  */
 /* Whether tile size kd has too little work in a run (the rule above). */
 static int cp_wino_too_small(const cp_wino_kind *kd, const cp_layer *layer, const cp_blocking *cfg,
