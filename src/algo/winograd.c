@@ -358,7 +358,7 @@ static void cp_wino_choose_products(cp_plan *pl, size_t tiles) {
        1.10 of 32 x 6's) */
     wp->cl = cp_wino_setup_of(pl)->cl;
     if (cp_wino_index(pl) == CP_WINO_F43) wp->cl = cp_cl_ukernel_for_positions(wp->cl, tiles);
-    pl->kernel = wp->cl->name;
+    pl->kernel = wp->cl->name, pl->positions = wp->cl->np;
     return;
   }
   wp->uk = s->uk, wp->uk_tail = s->uk_tail;
