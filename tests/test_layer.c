@@ -901,15 +901,20 @@ static int check_huge_and_wide_data(int *cases) {
         c_in, c_out, hw, hw, x, w2);
     free(w2);
   }
-  { /* spikes all over: many flagged tiles per item, several register tiles of
-       their outputs, input channels past a multiple of 16, a partial last block */
-    const int64_t c_in = 24, c_out = 40;
+  /* spikes all over: many flagged tiles per item, several register tiles of
+     their outputs, input channels past a multiple of 16, a partial last
+     block; with 136 output channels Winograd's products and flagged tiles
+     run on the channels-in-lanes kernels (vector ISAs) */
+  const int64_t spread_out[2] = {40, 136};
+  for (int k = 0; k < 2; k++) {
+    const int64_t c_in = 24, c_out = spread_out[k];
     for (int64_t i = 0; i < c_in * hw * hw; i++) x[i] = i % 53 == 0 ? 1e4f : tu_uniform(&rng);
     float *w2 = tu_xmalloc((size_t)(c_out * c_in * 9) * sizeof(float));
     for (int64_t i = 0; i < c_out * c_in * 9; i++) w2[i] = tu_uniform(&rng) - 0.25f;
     (*cases)++;
-    failures +=
-        !check_data_case("every 53rd input 1e4 among [0, 1), 24 -> 40", c_in, c_out, hw, hw, x, w2);
+    failures += !check_data_case(k == 0 ? "every 53rd input 1e4 among [0, 1), 24 -> 40"
+                                        : "every 53rd input 1e4 among [0, 1), 24 -> 136",
+                                 c_in, c_out, hw, hw, x, w2);
     free(w2);
   }
   free(x), free(wt);
