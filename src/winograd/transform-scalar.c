@@ -79,53 +79,42 @@ size_t cp_wino_screen_tiles(const float *sums, size_t slices, size_t slice_float
   return flagged;
 }
 
+/* One tile's 4x4 outputs of one channel from its 36 points of M (point xi
+   at mn[xi * xs]), into buf at tile n of rows tw_pad tiles wide, less the
+   rows and columns before the buffer's origin (dy, dx). */
+static void cp_wino_output_tile(const float *mn, size_t xs, size_t n, size_t tw_pad, size_t dy,
+                                size_t dx, float *out, size_t buf_ld) {
+  float t[6][4], y[4][4];
+  for (int r = 0; r < 6; r++) { /* A^T along each row of M */
+    const float *x = mn + (size_t)(6 * r) * xs;
+    CP_W_OUTPUT_1D(x[0], x[xs], x[2 * xs], x[3 * xs], x[4 * xs], x[5 * xs], t[r][0], t[r][1],
+                   t[r][2], t[r][3]);
+  }
+  for (int q = 0; q < 4; q++)
+    CP_W_OUTPUT_1D(t[0][q], t[1][q], t[2][q], t[3][q], t[4][q], t[5][q], y[0][q], y[1][q], y[2][q],
+                   y[3][q]);
+  const size_t y0 = (n / tw_pad) * 4, x0 = (n % tw_pad) * 4;
+  for (size_t r = 0; r < 4; r++)
+    for (size_t q = 0; q < 4; q++)
+      if (y0 + r >= dy && x0 + q >= dx) out[(y0 + r - dy) * buf_ld + x0 + q - dx] = y[r][q];
+}
+
 void cp_wino_output_scalar(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
                            size_t tiles, size_t tw_pad, size_t dy, size_t dx, float *buf,
                            size_t buf_cols, size_t buf_ld) {
-  const size_t xi_stride = mr_stride * t_alloc;
   for (size_t ch = 0; ch < mr; ch++)
-    for (size_t n = 0; n < tiles; n++) {
-      const float *mn = m + ch * t_alloc + n;
-      float t[6][4], y[4][4];
-      for (int r = 0; r < 6; r++) { /* A^T along each row of M */
-        const float *x = mn + (size_t)(6 * r) * xi_stride;
-        CP_W_OUTPUT_1D(x[0], x[xi_stride], x[2 * xi_stride], x[3 * xi_stride], x[4 * xi_stride],
-                       x[5 * xi_stride], t[r][0], t[r][1], t[r][2], t[r][3]);
-      }
-      for (int q = 0; q < 4; q++)
-        CP_W_OUTPUT_1D(t[0][q], t[1][q], t[2][q], t[3][q], t[4][q], t[5][q], y[0][q], y[1][q],
-                       y[2][q], y[3][q]);
-      const size_t y0 = (n / tw_pad) * 4, x0 = (n % tw_pad) * 4;
-      for (size_t r = 0; r < 4; r++)
-        for (size_t q = 0; q < 4; q++)
-          if (y0 + r >= dy && x0 + q >= dx)
-            buf[ch * buf_cols + (y0 + r - dy) * buf_ld + x0 + q - dx] = y[r][q];
-    }
+    for (size_t n = 0; n < tiles; n++)
+      cp_wino_output_tile(m + ch * t_alloc + n, mr_stride * t_alloc, n, tw_pad, dy, dx,
+                          buf + ch * buf_cols, buf_ld);
 }
 
 void cp_wino_output_cl_scalar(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
                               const cp_wino_tile_map *map, size_t dy, size_t dx, float *buf,
                               size_t buf_cols, size_t buf_ld) {
-  const size_t xs = t_alloc * mr_stride, tw_pad = map->tw_pad;
   for (size_t k = 0; k < map->count; k++)
-    for (size_t ch = 0; ch < mr; ch++) {
-      const size_t n = cp_wino_tile_of(map, k);
-      const float *mn = m + k * mr_stride + ch;
-      float t[6][4], y[4][4];
-      for (int r = 0; r < 6; r++) { /* A^T along each row of M */
-        const float *x = mn + (size_t)(6 * r) * xs;
-        CP_W_OUTPUT_1D(x[0], x[xs], x[2 * xs], x[3 * xs], x[4 * xs], x[5 * xs], t[r][0], t[r][1],
-                       t[r][2], t[r][3]);
-      }
-      for (int q = 0; q < 4; q++)
-        CP_W_OUTPUT_1D(t[0][q], t[1][q], t[2][q], t[3][q], t[4][q], t[5][q], y[0][q], y[1][q],
-                       y[2][q], y[3][q]);
-      const size_t y0 = (n / tw_pad) * 4, x0 = (n % tw_pad) * 4;
-      for (size_t r = 0; r < 4; r++)
-        for (size_t q = 0; q < 4; q++)
-          if (y0 + r >= dy && x0 + q >= dx)
-            buf[ch * buf_cols + (y0 + r - dy) * buf_ld + x0 + q - dx] = y[r][q];
-    }
+    for (size_t ch = 0; ch < mr; ch++)
+      cp_wino_output_tile(m + k * mr_stride + ch, t_alloc * mr_stride, cp_wino_tile_of(map, k),
+                          map->tw_pad, dy, dx, buf + ch * buf_cols, buf_ld);
 }
 
 void cp_wino_multiply(const cp_wino_kind *kind, const cp_sr_ukernel *uk,
