@@ -222,8 +222,9 @@ static convpool_status cp_wino2_setup_layer(const cp_layer *layer, const cp_cpu 
   return cp_wino_setup_kinds(layer, cpu, 1u << CP_WINO_F23, s);
 }
 
-/* The run's channel blocks: F(2x2, 3x3)'s are its kernel's MR (the setup's
-   are shift-reduce's where auto's winograd hands the run over). */
+/* The run's channel blocks: on the channels-in-lanes products its kernel's
+   MR (the setup's are shift-reduce's where auto's winograd hands the run
+   over). */
 static void cp_wino_layout(cp_plan *pl) {
   if (cp_wino_on_cl(pl)) {
     pl->co_block = cp_wino_setup_of(pl)->cl->mr;
@@ -298,8 +299,8 @@ typedef struct cp_wino_plan {
   size_t sum_floats;            /* the range rule's sums of one slice, for the largest item */
   size_t pass;                  /* channel blocks multiplied per pass over V */
   const cp_sr_ukernel *uk;      /* the products' kernel: NR tiles of V per register tile */
-  const cp_sr_ukernel *uk_tail; /* and that of the last channel block (NULL: F(2x2, 3x3)'s
-                                   channels-in-lanes kernel) */
+  const cp_sr_ukernel *uk_tail; /* and that of the last channel block (NULL on the
+                                   channels-in-lanes products) */
   const cp_cl_ukernel *cl;      /* on cl: the products' member of the setup's family */
   size_t nr;                    /* tiles per block of V */
   const cp_wino_transforms *tf;
@@ -315,8 +316,8 @@ static size_t cp_wino_nr(const cp_plan *pl) {
   return cp_wino_plan_of(pl)->nr;
 }
 
-/* M's lanes per row for `lanes` lanes of V: F(2x2, 3x3)'s kernel writes
-   whole groups of NP tiles. */
+/* M's lanes per row for `lanes` lanes of V: the channels-in-lanes products
+   write whole groups of their kernel's NP tiles. */
 static size_t cp_wino_t_alloc(const cp_plan *pl, size_t lanes) {
   if (!cp_wino_on_cl(pl)) return lanes;
   return cp_round_up(lanes, (size_t)cp_wino_plan_of(pl)->cl->np);
