@@ -97,6 +97,17 @@ void CP_W_INPUT_FN(const float *panel, size_t cs, size_t ld, size_t c_in, size_t
   }
 }
 
+/* A^T along each of the 6 rows of a tile's points in M (point xi at
+   m[xi * xs], CP_VW lanes each): t[r] holds row r's 4 columns. */
+static inline void cp_w_output_rows(const float *m, size_t xs, CP_V t[6][4]) {
+  for (size_t r = 0; r < 6; r++) {
+    const float *x = m + 6 * r * xs;
+    CP_W_OUTPUT_1D(CP_W_LOADU(x), CP_W_LOADU(x + xs), CP_W_LOADU(x + 2 * xs),
+                   CP_W_LOADU(x + 3 * xs), CP_W_LOADU(x + 4 * xs), CP_W_LOADU(x + 5 * xs), t[r][0],
+                   t[r][1], t[r][2], t[r][3]);
+  }
+}
+
 void CP_W_OUTPUT_FN(const float *m, size_t t_alloc, size_t mr_stride, size_t mr, size_t tiles,
                     size_t tw_pad, size_t dy, size_t dx, float *buf, size_t buf_cols,
                     size_t buf_ld) {
@@ -105,12 +116,7 @@ void CP_W_OUTPUT_FN(const float *m, size_t t_alloc, size_t mr_stride, size_t mr,
     for (size_t g0 = 0; g0 < tiles; g0 += CP_VW) {
       const float *mg = m + ch * t_alloc + g0;
       CP_V t[6][4];
-      for (size_t r = 0; r < 6; r++) { /* A^T along each row of M */
-        const float *x = mg + 6 * r * xs;
-        CP_W_OUTPUT_1D(CP_W_LOADU(x), CP_W_LOADU(x + xs), CP_W_LOADU(x + 2 * xs),
-                       CP_W_LOADU(x + 3 * xs), CP_W_LOADU(x + 4 * xs), CP_W_LOADU(x + 5 * xs),
-                       t[r][0], t[r][1], t[r][2], t[r][3]);
-      }
+      cp_w_output_rows(mg, xs, t);
       size_t row0[4], col0[4], units = 0; /* of each load's first tile, in the tiles */
       for (size_t u = 0; u < 4; u++) {
         const size_t n = g0 + u * CP_W_U;
@@ -152,12 +158,7 @@ void CP_W_OUTPUT_CL_FN(const float *m, size_t t_alloc, size_t mr_stride, size_t 
     for (size_t c = 0; c < mr; c += CP_VW) { /* CP_VW channels of tile k at a time */
       const float *mn = m + k * mr_stride + c;
       CP_V t[6][4];
-      for (size_t r = 0; r < 6; r++) { /* A^T along each row of M */
-        const float *x = mn + 6 * r * xs;
-        CP_W_OUTPUT_1D(CP_W_LOADU(x), CP_W_LOADU(x + xs), CP_W_LOADU(x + 2 * xs),
-                       CP_W_LOADU(x + 3 * xs), CP_W_LOADU(x + 4 * xs), CP_W_LOADU(x + 5 * xs),
-                       t[r][0], t[r][1], t[r][2], t[r][3]);
-      }
+      cp_w_output_rows(mn, xs, t);
       float lane[4][4][CP_VW];         /* [row][column][channel] */
       for (size_t q = 0; q < 4; q++) { /* A^T along each column */
         CP_V y0v, y1v, y2v, y3v;
