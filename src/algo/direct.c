@@ -459,16 +459,22 @@ static void cp_direct_tiles(const cp_plan *pl, const cp_item *it, size_t np, int
   const size_t per_row = (nx + np - 1) / np, image = cp_direct_image_cols(pl, it);
   const size_t ld = lanes > 0 || it->nb == 1 ? nx : pl->buf_row_ld;
   const size_t tiles = cp_direct_tile_count(pl, it, np, flat);
+  /* the tiles' positions are consecutive q (a row's tiles end at its last
+     column, the next row's begin at its first), so one cursor walks them:
+     q = img * image + at, at = ay * ld + ax, with no division per position */
+  size_t img = 0, at = 0, ay = 0, ax = 0;
   for (size_t i = 0; i < tiles; i++) {
     const size_t y = i / per_row, q0 = flat ? i * np : y * nx + (i % per_row) * np;
     const size_t end = flat ? (size_t)it->nb * image : (y + 1) * nx;
     tile[i].n = end - q0 < np ? end - q0 : np;
     tile[i].col = flat ? q0 : y * pl->buf_row_ld + (i % per_row) * np;
-    for (size_t p = 0; p < np; p++) {
-      const size_t q = p < tile[i].n ? q0 + p : q0 + tile[i].n - 1, at = q % image;
-      const size_t qy = at / ld < ny ? at / ld : ny - 1, qx = at % ld < nx ? at % ld : nx - 1;
-      tile[i].pos[p] = (ptrdiff_t)((q / image) * dp->image_floats + qy * s * dp->panel.ld + qx * s);
+    for (size_t p = 0; p < tile[i].n; p++) {
+      const size_t qy = ay < ny ? ay : ny - 1, qx = ax < nx ? ax : nx - 1;
+      tile[i].pos[p] = (ptrdiff_t)(img * dp->image_floats + qy * s * dp->panel.ld + qx * s);
+      if (++ax == ld) ax = 0, ay++;
+      if (++at == image) at = 0, ay = 0, ax = 0, img++;
     }
+    for (size_t p = tile[i].n; p < np; p++) tile[i].pos[p] = tile[i].pos[tile[i].n - 1];
   }
 }
 
