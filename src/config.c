@@ -11,6 +11,9 @@
  *   item's panel is reused over many channel blocks;
  * - 16 rows of prefetch ahead of the panel copy (the pack of the headline
  *   went from ~10 ms to ~6.5 ms on one core);
+ * - a region per thread, where channel groups would share a region prepared
+ *   before the items, while the weights the items read are at most 8 L2s
+ *   (plan.c, cp_choose_items);
  * - Winograd: V and M of up to 4 MiB each per thread (V up to a quarter of U
  *   where that is more, winograd.c: cp_wino_v_budget; they live in L3: the
  *   multiply reads each 36th of V from L2 while the weights of one point
@@ -30,12 +33,12 @@
 #include "config.h"
 
 static const cp_blocking cp_blockings[] = {
-    /* isa  mr  nr  panel shared buf  copy items cols ahead  V KiB M KiB  U  cols  auto: tiles
-       c_in work */
-    {CP_ISA_SCALAR, 4, 16, 2, 2, 4, 1.0, 4, 64, 16, 4096, 4096, 1.0, 16, 8, 8, 65536},
-    {CP_ISA_AVX2, 6, 16, 2, 2, 4, 8.0, 4, 64, 16, 4096, 4096, 16.0, 16, 8, 8, 65536},
-    {CP_ISA_AVX512, 12, 32, 2, 2, 4, 16.0, 4, 64, 16, 4096, 4096, 16.0, 16, 8, 8, 65536},
-    {CP_ISA_AVX512_BF16, 12, 32, 2, 2, 4, 16.0, 4, 64, 16, 4096, 4096, 16.0, 16, 8, 8, 65536},
+    /* isa  mr  nr  panel shared buf  copy items cols ahead local  V KiB M KiB  U  cols  auto:
+       tiles c_in work */
+    {CP_ISA_SCALAR, 4, 16, 2, 2, 4, 1.0, 4, 64, 16, 8, 4096, 4096, 1.0, 16, 8, 8, 65536},
+    {CP_ISA_AVX2, 6, 16, 2, 2, 4, 8.0, 4, 64, 16, 8, 4096, 4096, 16.0, 16, 8, 8, 65536},
+    {CP_ISA_AVX512, 12, 32, 2, 2, 4, 16.0, 4, 64, 16, 8, 4096, 4096, 16.0, 16, 8, 8, 65536},
+    {CP_ISA_AVX512_BF16, 12, 32, 2, 2, 4, 16.0, 4, 64, 16, 8, 4096, 4096, 16.0, 16, 8, 8, 65536},
 };
 
 const cp_blocking *cp_blocking_for(cp_isa isa) {

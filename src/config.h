@@ -21,6 +21,9 @@ typedef struct cp_blocking {
   int items_per_thread;   /* work items wanted per thread (load balance) */
   int max_col_multiples;  /* column blocks tried: up to this many lcm(pool, NR) */
   int pack_ahead_rows;    /* input rows prefetched ahead of the panel copy */
+  /* a region per thread where items would share one prepared before them,
+     while the weights the items read are at most this many L2s */
+  unsigned local_region_l2;
   /* Winograd: per-thread budgets of an item's transformed input V and of the
      products M of one pass over V, and what streaming one transformed weight
      per item costs in kernel lanes (larger items reuse the weights more). */

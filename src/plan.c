@@ -87,8 +87,8 @@ static int cp_weights_dominate(const cp_plan *pl) {
  * rows per item while the algorithm finds the smaller items worth it (the
  * plan then makes channel groups).
  */
-static convpool_status cp_choose_items(cp_plan *pl, int64_t forced, int64_t *searched,
-                                       int64_t *unit_rows) {
+static convpool_status cp_choose_items(cp_plan *pl, int64_t forced, int64_t min_regions,
+                                       int64_t *searched, int64_t *unit_rows) {
   int64_t conv_rows_unit, conv_cols_unit;
   pl->algo->item_units(pl, &conv_rows_unit, &conv_cols_unit);
   const int64_t unit = cp_pooled_unit(conv_rows_unit, pl->stride);
@@ -158,6 +158,7 @@ static convpool_status cp_choose_items(cp_plan *pl, int64_t forced, int64_t *sea
     const int64_t groups = target < pl->co_blocks ? target : pl->co_blocks;
     target = (target + groups - 1) / groups;
   }
+  if (target < min_regions) target = min_regions;
   pl->col_blocks = (pl->pw + pl->col_block - 1) / pl->col_block;
   for (;;) {
     pl->row_groups = (pl->ph + pl->group - 1) / pl->group;
@@ -249,14 +250,46 @@ static void cp_balance_items(cp_plan *pl, int64_t searched, int64_t unit) {
   *pl = best;
 }
 
+/*
+ * Where the channel groups share a region prepared in a phase before the
+ * items, a region per thread keeps what the phase writes on the thread that
+ * reads it (the pool's home ranges give a thread a region's preparation and
+ * its items alike), at the price of every thread reading all of the weights:
+ * for the algorithms that say which weights their items read
+ * (streamed_weight_bytes), while those are at most local_region_l2 L2s.
+ * Measured on a host whose two cores share no cache (a round trip between
+ * them of 500 ns), two libraries alternating in one process, before ->
+ * after: Winograd 256 -> 256 at 14x14 (U 4 MiB) 0.50 -> 0.44 ms, 128 -> 256
+ * at 56x56 (U 4.5 MiB) 2.46 -> 2.39; direct 3x3 stride 2 256 -> 512 at
+ * 14x14 (4.5 MiB) 0.40 -> 0.37, 128 -> 256 at 28x28 0.355 -> 0.343. Not for
+ * shift-reduce: its 1x1 stride-2 512 -> 1024 at 28x28 (2 MiB) went 0.71 ->
+ * 0.79 ms (half as many positions per item in its 32-wide tiles). Larger
+ * weights lose: Winograd 256 -> 512 at 28x28 (U 18 MiB) and 512 -> 512 at
+ * 14x14 (36 MiB) ran 15-20% slower against oneDNN in the benchmark.
+ */
+static int cp_wants_local_regions(const cp_plan *pl) {
+  return pl->threads > 1 && pl->algo->streamed_weight_bytes != NULL &&
+         pl->items / pl->co_groups < pl->threads && cp_phase_items(pl) > 0 &&
+         (double)pl->algo->streamed_weight_bytes(pl) <=
+             (double)pl->cfg->local_region_l2 * (double)pl->l2_bytes;
+}
+
 /* The item size, then channel groups until there are enough items for the
    threads. */
 static convpool_status cp_choose_blocks(cp_plan *pl, int64_t forced) {
   int64_t searched, unit;
-  const convpool_status st = cp_choose_items(pl, forced, &searched, &unit);
+  const cp_plan start = *pl;
+  const convpool_status st = cp_choose_items(pl, forced, 0, &searched, &unit);
   if (st != CONVPOOL_SUCCESS) return st;
   cp_choose_groups(pl);
   if (forced == 0 && pl->images == 1 && pl->group < searched) cp_balance_items(pl, searched, unit);
+  if (forced == 0 && cp_wants_local_regions(pl)) {
+    cp_plan trial = start;
+    if (cp_choose_items(&trial, 0, pl->threads, &searched, &unit) == CONVPOOL_SUCCESS) {
+      cp_choose_groups(&trial);
+      if (trial.items / trial.co_groups >= pl->threads) *pl = trial;
+    }
+  }
   return CONVPOOL_SUCCESS;
 }
 

@@ -91,6 +91,12 @@ typedef struct cp_algorithm {
      always. */
   int (*worth_splitting_to)(const cp_plan *pl);
 
+  /* Optional: bytes of the packed weights a run's items read, all channel
+     blocks together; where given, the plan may give every thread a region of
+     its own rather than share one prepared before the items (plan.c:
+     cp_wants_local_regions). */
+  size_t (*streamed_weight_bytes)(const cp_plan *pl);
+
   /* Optional: the item grid is final; the algorithm may choose a phase
      before the items (pl->prepare_items, pl->shared_bytes). Returns 0 on
      overflow. */

@@ -522,6 +522,10 @@ static const float *cp_direct_compute_block(const cp_run *r, const cp_item *it, 
   return lanes > 0 ? partial : buf;
 }
 
+static size_t cp_direct_streamed_weight_bytes(const cp_plan *pl) {
+  return pl->setup->packed_weight_bytes;
+}
+
 static void cp_direct_describe(const cp_plan *pl, char *text, size_t capacity) {
   const cp_direct_plan *dp = CP_ALGO_STATE(const cp_direct_plan, pl->state);
   const cp_cl_ukernel *uk = dp->uk;
@@ -552,5 +556,6 @@ const cp_algorithm cp_algorithm_direct = {
     .prepare = cp_direct_prepare,
     .pack_item = cp_direct_pack_item,
     .compute_block = cp_direct_compute_block,
+    .streamed_weight_bytes = cp_direct_streamed_weight_bytes,
     .describe = cp_direct_describe,
 };

@@ -684,6 +684,12 @@ static int cp_wino_worth_splitting_to(const cp_plan *pl) {
   return wp->max.tiles >= 4 * cp_wino_direct_nr(pl);
 }
 
+/* The U that the run's products read (the setup's packed weights also hold
+   the other kind's and the direct path's). */
+static size_t cp_wino_streamed_weight_bytes(const cp_plan *pl) {
+  return cp_wino_setup_of(pl)->u_floats[cp_wino_index(pl)] * sizeof(float);
+}
+
 /* V, the range rule's sums of each slice and the tile flags behind the input panel. */
 static float *cp_wino_v(const cp_plan *pl, const float *panel) {
   return (float *)panel + cp_wino_plan_of(pl)->panel.floats;
@@ -1154,6 +1160,7 @@ static const cp_algorithm *cp_wino_packs_for(const cp_algo_setup *s, size_t *off
   .cost = cp_wino_cost,                                   \
   .images_per_item = cp_wino_images_per_item,             \
   .worth_splitting_to = cp_wino_worth_splitting_to,       \
+  .streamed_weight_bytes = cp_wino_streamed_weight_bytes, \
   .schedule = cp_wino_schedule,                           \
   .prepare = cp_wino_prepare,                             \
   .pack_item = cp_wino_pack_item,                         \

@@ -14,6 +14,9 @@
  *  3. A run of more items than one round of the ticket holds (2^24 + 3):
  *     every item once.
  *  4. A pool destroyed right after a run, its workers still waking.
+ *  5. Home ranges with stealing: thread 0's first item waits until another
+ *     thread has run an item of thread 0's home range; without stealing the
+ *     run would never end (the test gives up after 5 s and fails).
  *
  * Usage: test_pool_runs [runs]   (default 300 runs with pauses)
  */
@@ -98,6 +101,50 @@ static int checked_run(cp_threadpool *pool, int threads, int64_t items, const ch
   return ok;
 }
 
+/* Test 5: items [0, home) are thread 0's home range. */
+typedef struct steal_context {
+  int64_t home;
+  _Atomic int first_taken, stolen;
+  _Atomic int64_t done;
+  _Atomic int timed_out;
+} steal_context;
+
+static void steal_item(void *raw, int64_t item, int thread) {
+  steal_context *c = raw;
+  if (thread == 0 && !atomic_exchange(&c->first_taken, 1)) {
+    for (int waited = 0; !atomic_load(&c->stolen); waited++) {
+      if (waited >= 100000) { /* 5 s */
+        atomic_store(&c->timed_out, 1);
+        break;
+      }
+      pause_us(50);
+    }
+  }
+  if (thread != 0 && item < c->home) atomic_store(&c->stolen, 1);
+  atomic_fetch_add(&c->done, 1);
+}
+
+static int steal_run(int threads) {
+  cp_threadpool *pool = NULL;
+  if (cp_threadpool_create(threads, cp_allocator_or_default(NULL), &pool) != CONVPOOL_SUCCESS) {
+    REL_CHECK(0, "create a pool of %d threads: %s", threads, convpool_last_error());
+    return 0;
+  }
+  const int64_t items = 20 * threads;
+  steal_context c = {.home = items / threads};
+  atomic_init(&c.first_taken, 0);
+  atomic_init(&c.stolen, 0);
+  atomic_init(&c.done, 0);
+  atomic_init(&c.timed_out, 0);
+  cp_threadpool_run(pool, steal_item, &c, items);
+  cp_threadpool_destroy(pool);
+  REL_CHECK(!atomic_load(&c.timed_out),
+            "pool of %d: no other thread took an item of a waiting thread's home range", threads);
+  REL_CHECK(atomic_load(&c.done) == items, "pool of %d: %lld of %lld items done", threads,
+            (long long)atomic_load(&c.done), (long long)items);
+  return !atomic_load(&c.timed_out) && atomic_load(&c.done) == items;
+}
+
 int main(int argc, char **argv) {
   const int runs = argc > 1 ? atoi(argv[1]) : 300;
   int checked = 0;
@@ -132,6 +179,7 @@ int main(int argc, char **argv) {
     checked += checked_run(pool, threads, 2, what);
     cp_threadpool_destroy(pool);
   }
+  for (int threads = 2; threads <= 4; threads++) checked += steal_run(threads);
   const int failures = *rel_failure_count();
   printf("test_pool_runs: %d runs checked, %d failures\n", checked, failures);
   return failures ? 1 : 0;
