@@ -10,10 +10,11 @@
  * items run after run and phase after phase where the plan numbers them alike
  * (the items of a region follow its preparation's), and the data an item
  * reads stays in that thread's caches: on a host whose two cores share no
- * cache (a round trip between them of 500 ns), items taken from one counter
- * in whatever order the threads came made Winograd's 256 -> 256 at 14x14,
- * whose items read the region its phase before them transformed, take
- * 0.64-0.66 ms against 0.54 with home ranges. Stealing keeps the threads
+ * cache (a round trip between them of 500 ns), against items taken from one
+ * counter in whatever order the threads came: 64 -> 64 at 56x56 0.39 ->
+ * 0.35 ms, and Winograd's 256 -> 256 at 14x14 0.50 -> 0.44-0.46 with its
+ * rows in a region per thread (plan.c: cp_wants_local_regions), whose items
+ * read what the phase before them transformed. Stealing keeps the threads
  * busy to the end when one of them is slow.
  *
  * Between runs a worker first spins a while (CP_SPIN_ROUNDS pauses, about 40
