@@ -228,12 +228,13 @@ static int cp_direct_one_pass(const cp_plan *pl) {
 static int cp_direct_geometry(cp_plan *pl) {
   cp_direct_plan *dp = CP_ALGO_STATE(cp_direct_plan, pl->state);
   const size_t conv_rows = (size_t)pl->conv_rows, cw = (size_t)pl->conv_cols;
-  /* the register tile: the family's kernel whose tiles best cover the
-     conv output's positions, flat over the rows (of the item's images) where
-     items span the width (cp_direct_tiles), else a row's. The layer's, not
-     the item's: every candidate item of the plan search is costed with the
-     same tile (a 7x7 output in 4 tiles of 14 or items of 5 and 2 rows in 3
-     and 1, the same lanes). Measured against 32 x 6 (Zen 5, 2 threads, CLI
+  /* the register tile: the family's kernel whose tiles best cover an
+     item's positions, flat over its rows (of its images) where items span
+     the width (cp_direct_tiles), else a row's: a 7x7 output in one item takes
+     7 tiles of 7 (512 -> 512 3x3 0.73 -> 0.67 ms against 4 tiles of 14), in
+     items of 4 and 3 rows (a region per thread) 2 and 2 of 14 (256 -> 512
+     3x3 stride 2 at 14x14: 0.36 against 0.385 with tiles of 7, which the
+     layer's 49 positions chose). Measured against 32 x 6 (Zen 5, 2 threads, CLI
      medians, alternating, one binary): 1024 -> 256 1x1 at 14x14 342-346 ->
      299-306 us with 32 x 14, the ResNet stem 846-871 -> 819-827, 512 -> 512
      3x3 at 7x7 798-852 -> 781-811, 2048 -> 512 1x1 at 7x7 324-415 ->
@@ -241,8 +242,9 @@ static int cp_direct_geometry(cp_plan *pl) {
   const int flat = pl->lanes > 0 || pl->col_block >= pl->pw;
   const size_t images = (size_t)pl->images; /* > 1: whole images, flat (cp_direct_tiles) */
   const size_t ow = (size_t)pl->ow;
+  const size_t item_rows = conv_rows < (size_t)pl->oh ? conv_rows : (size_t)pl->oh;
   dp->uk = cp_cl_ukernel_for_positions(cp_direct_setup_of(pl->setup)->uk,
-                                       flat ? images * (size_t)pl->oh * ow : ow);
+                                       flat ? images * item_rows * ow : ow);
   pl->kernel = dp->uk->name, pl->positions = dp->uk->np;
   const cp_cl_ukernel *uk = dp->uk;
   const size_t np = (size_t)uk->np, mr = (size_t)uk->mr, s = (size_t)pl->conv_stride;
