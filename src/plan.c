@@ -85,7 +85,8 @@ static int cp_weights_dominate(const cp_plan *pl) {
  * forced rows per item, rounded up to the unit); keep the cheapest by the
  * algorithm's cost model. Then make enough items for the threads: fewer
  * rows per item while the algorithm finds the smaller items worth it (the
- * plan then makes channel groups).
+ * plan then makes channel groups), and at least min_regions image regions
+ * (batch groups x row groups x column blocks) where the rows allow.
  */
 static convpool_status cp_choose_items(cp_plan *pl, int64_t forced, int64_t min_regions,
                                        int64_t *searched, int64_t *unit_rows) {
