@@ -29,16 +29,17 @@
  * worker that wakes late finds the items taken and sleeps again. (Waiting
  * for it made a layer of 15 us take 200 us after an idle pause of 0.2-1 ms
  * on a Zen 3 VM, where waking a sleeping vCPU is that slow.) So an item is
- * claimed with its run's tag: the ticket holds the run's generation above
- * the item's index, and a worker whose copy of a run's task is stale fails
- * the compare-and-swap instead of running another run's item with it.
+ * claimed with its run's tag: each home range's counter holds the run's
+ * generation above the range's next item, and a worker whose copy of a run's
+ * task is stale fails the compare-and-swap instead of running another run's
+ * item with it.
  *
  * An operator owns a pool, or runs on the process-wide one (shared_pool),
  * which one lock hands to one run at a time.
  *
  * The process-wide pool can instead run on the OpenMP runtime's threads
  * (convpool_shared_pool_use_openmp, in builds with OpenMP): a run is one
- * parallel region whose threads take items from the same counter, and the
+ * parallel region whose threads take items from the same home ranges, and the
  * pool has no workers of its own. In a process whose other libraries run on
  * that runtime (torch, oneDNN) the regions reuse their threads, which spin
  * for a while after each of their regions, instead of sharing the cores
