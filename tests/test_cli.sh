@@ -411,6 +411,11 @@ if grep -q '^isa            avx512' "$tmp/deep1.out"; then
 fi
 CONVPOOL_ISA=avx2 "$cli" $deep1 >"$tmp/deep1b.out" || { echo "deep 1x1 (avx2) failed"; fail=1; }
 grep -q '^algorithm      shift-reduce (sr)' "$tmp/deep1b.out" || { echo "auto did not keep a 1x1 over 512 channels on shift-reduce below avx512"; fail=1; }
+if grep -q '^isa            avx2' "$tmp/deep1b.out"; then # 1024 channels on either side: direct
+  for io in "--in-channels 1024" "--in-channels 16 --out-channels 1024"; do
+    CONVPOOL_ISA=avx2 "$cli" $deep1 $io | grep -q '^algorithm      channels-in-lanes direct (direct)' || { echo "auto did not take direct for a 1x1 with $io on avx2"; fail=1; }
+  done
+fi
 # direct: items of a few register tiles contract in one pass on AVX-512, larger ones in passes
 # whose weights stay in L1; the same sums either way, so the same bytes
 onepass="--impl direct --in-channels 64 --out-channels 40 --height 14 --width 14 --padding 1 --activation relu --pool 1 --iters 1 --warmup 0"
@@ -441,17 +446,28 @@ fi
 # leaves a shorter last group, and 16-bit data; both tile sizes. Auto takes Winograd
 # F(4x4,3x3) for 8 images of 512 -> 512 channels at 12x12; hands 7x7 images (every
 # F(4x4,3x3) tile at a corner, which the range rule flags on real activations, and
-# F(2x2,3x3)'s corners too) to direct, one or eight, on direct's own weights: the same
-# bytes as --impl direct; one image of 14x14 to F(2x2,3x3) (U of 8 MiB or more for at
+# F(2x2,3x3)'s corners too) on AVX-512 to direct, one or eight, on direct's own weights:
+# the same bytes as --impl direct; with AVX2 alone to F(2x2,3x3): the same bytes as
+# --impl winograd2x3; one image of 14x14 to F(2x2,3x3) (U of 8 MiB or more for at
 # most 16 tiles); not one of 128 -> 128 channels (U 2.3 MiB) or 8 of 14x14 ----
 deep="--in-channels 512 --out-channels 512 --padding 1 --pool 1 --iters 1 --warmup 0 --show-tiling"
 "$cli" $deep --height 12 --width 12 --batch 8 | grep -q '^algorithm      winograd (' || { echo "auto did not take Winograd for 8 images at 12x12"; fail=1; }
-for b in 8 1; do
-  "$cli" $deep --height 7 --width 7 --batch $b --activation relu --dump-dir "$tmp/hand" >"$tmp/hand.out" || { echo "auto at 7x7 ($b images) failed"; fail=1; }
-  grep -q '^algorithm      channels-in-lanes direct (direct)' "$tmp/hand.out" || { echo "auto did not hand $b images at 7x7 to direct"; fail=1; }
-  grep -q '^auto           winograd hands this run to channels-in-lanes direct' "$tmp/hand.out" || { echo "auto at 7x7 ($b images): no hand-over line"; fail=1; }
-  "$cli" $deep --height 7 --width 7 --batch $b --activation relu --impl direct --threads 1 --dump-dir "$tmp/handd" >/dev/null || { echo "direct at 7x7 ($b images) failed"; fail=1; }
-  cmp -s "$tmp/hand/out.bin" "$tmp/handd/out.bin" || { echo "auto's hand-over to direct ($b images at 7x7) differs from --impl direct"; fail=1; }
+run_isa() { if [ $isa = native ]; then "$cli" "$@"; else CONVPOOL_ISA=$isa "$cli" "$@"; fi; }
+for isa in native avx2; do
+  for b in 8 1; do
+    run_isa $deep --height 7 --width 7 --batch $b --activation relu --dump-dir "$tmp/hand" >"$tmp/hand.out" || { echo "auto at 7x7 ($b images, $isa) failed"; fail=1; }
+    if grep -q '^isa            avx512' "$tmp/hand.out"; then
+      to=direct; name='channels-in-lanes direct (direct)'
+    elif grep -q '^isa            avx2' "$tmp/hand.out"; then
+      to=winograd2x3; name='winograd2x3 (winograd2x3)'
+    else
+      continue # the portable kernels: shift-reduce (tested above)
+    fi
+    grep -q "^algorithm      $name" "$tmp/hand.out" || { echo "auto did not hand $b images at 7x7 to $to ($isa)"; fail=1; }
+    grep -q "^auto           winograd hands this run to ${name% (*}" "$tmp/hand.out" || { echo "auto at 7x7 ($b images, $isa): no hand-over line"; fail=1; }
+    run_isa $deep --height 7 --width 7 --batch $b --activation relu --impl $to --threads 1 --dump-dir "$tmp/handd" >/dev/null || { echo "$to at 7x7 ($b images, $isa) failed"; fail=1; }
+    cmp -s "$tmp/hand/out.bin" "$tmp/handd/out.bin" || { echo "auto's hand-over to $to ($b images at 7x7, $isa) differs from --impl $to"; fail=1; }
+  done
 done
 "$cli" $deep --height 14 --width 14 --batch 1 | grep -q '^algorithm      winograd2x3 (winograd2x3), kernel f32-cl-' || { echo "auto did not hand 1 image at 14x14 to winograd2x3 (or named another kernel than its products')"; fail=1; }
 "$cli" $deep --height 14 --width 14 --batch 8 | grep -q '^algorithm      winograd (' || { echo "auto handed 8 images at 14x14 over"; fail=1; }

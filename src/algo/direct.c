@@ -85,8 +85,19 @@ static const char *cp_direct_declines(const cp_layer *layer, const cp_cpu *cpu, 
    0.28 / 0.28-0.29. From 256 channels down shift-reduce is faster (256 ->
    1024 at 14x14 0.45 / 0.40 ms, 256 -> 64 at 56x56 0.46 / 0.43 in one
    benchmark run), and on Zen 3 (AVX2) at 1024 too (1024 -> 256 at 14x14
-   0.98 / 0.89 ms). */
+   0.98 / 0.89 ms). Measured since on a VM presenting an EPYC of family 23
+   (AVX2 at 16 FLOP a cycle, 2 threads) direct is faster on AVX2 where
+   either side has 1024 channels or more, which in a network are its
+   smallest images: one benchmark run of the ResNet suite (cold weights),
+   direct / shift-reduce: 2048 -> 512 at 7x7 1.75 / 2.01 ms, 512 -> 2048 at
+   7x7 1.75 / 1.90 (8 images 12.8 / 15.0), 1024 -> 256 at 14x14 1.55 / 1.73
+   (8 images 12.3 / 12.9), 256 -> 1024 at 14x14 1.60 / 1.60; best medians of
+   4 alternating CLI runs, 1024 -> 512 and 512 -> 1024 at 14x14 2.87 / 3.35
+   and 2.95 / 3.19 ms (8 images 23.5 / 25.9 and 23.5 / 24.2). Below that
+   shift-reduce is as fast or faster there: 512 -> 128 at 28x28 1.65 / 1.52
+   ms (benchmark), 8 images of 512 -> 256 at 28x28 25.3 / 23.3 (CLI). */
 #define CP_DIRECT_DEEP_1X1 512
+#define CP_DIRECT_DEEP_1X1_AVX2 1024
 
 /*
  * Auto's rule, measured on 2 cores of Zen 3 (AVX2) and Zen 5 (AVX-512;
@@ -113,14 +124,16 @@ static const char *cp_direct_auto_skips(const cp_layer *layer, const cp_cpu *cpu
     return why;
   }
   if (layer->conv_stride >= 2 && layer->k >= 3 && layer->groups == 1) return NULL;
-  if (cpu->isa >= CP_ISA_AVX512 && layer->k == 1 && layer->conv_stride == 1 && layer->groups == 1 &&
-      layer->c_in >= CP_DIRECT_DEEP_1X1)
+  if (layer->k == 1 && layer->conv_stride == 1 && layer->groups == 1 &&
+      (cpu->isa >= CP_ISA_AVX512 ? layer->c_in >= CP_DIRECT_DEEP_1X1
+                                 : layer->c_in >= CP_DIRECT_DEEP_1X1_AVX2 ||
+                                       layer->c_out >= CP_DIRECT_DEEP_1X1_AVX2))
     return NULL;
   snprintf(why, capacity,
            "shift-reduce, im2col or depthwise is as fast or faster unless the conv is strided, "
-           "k >= 3 and in one group, or (avx512) 1x1 of stride 1 over >= %d channels (measured "
-           "rule)",
-           CP_DIRECT_DEEP_1X1);
+           "k >= 3 and in one group, or 1x1 of stride 1 over >= %d input channels (avx2: >= %d "
+           "input or output channels) (measured rule)",
+           CP_DIRECT_DEEP_1X1, CP_DIRECT_DEEP_1X1_AVX2);
   return why;
 }
 

@@ -1128,6 +1128,13 @@ static int cp_wino_too_small(const cp_wino_kind *kd, const cp_layer *layer, cons
  * each 512 -> 512 layer at 7x7): one image 2.0-2.4 ms with F(2x2, 3x3)
  * against 1.2-1.4 with direct; 8 images 8.7-12.2 against 7.6-8.2. On
  * normal random inputs (no flags) the two were level (0.98 ms, one image).
+ * With AVX2 alone F(2x2, 3x3) keeps them: its products, 16 tiles x 16
+ * points per pair of channels against direct's 49 outputs x 9 taps, count
+ * where the FMAs are the bottleneck (a VM presenting an EPYC of family 23, 16
+ * FLOP a cycle, 2 threads, fused ResNet-18, CONVPOOL_VERBOSE times of the
+ * 512 -> 512 layers at 7x7: 8 images 22.5-25.8 ms against 28.0-34.6 with
+ * direct; one image 3.4-5.7, median 4.0, against 3.8-4.5, median 4.0; the
+ * benchmark's inputs: 2.88 against 3.77 ms, 8 images 19.7 against 29.6).
  */
 static const cp_algorithm *cp_wino_hands_over(const cp_layer *layer, const cp_blocking *cfg,
                                               const cp_algorithm *packed_for, int64_t batch,
@@ -1135,7 +1142,8 @@ static const cp_algorithm *cp_wino_hands_over(const cp_layer *layer, const cp_bl
   const int f23 = cp_wino_prefers_f23(layer, batch, oh, ow);
   if (cp_wino_too_small(f23 ? &cp_wino_f23 : &cp_wino_f43, layer, cfg, batch, oh, ow))
     return &cp_algorithm_sr;
-  if (f23 && oh <= 8 && ow <= 8 && packed_for == &cp_algorithm_direct) return packed_for;
+  if (f23 && oh <= 8 && ow <= 8 && packed_for == &cp_algorithm_direct && cfg->isa >= CP_ISA_AVX512)
+    return packed_for;
   return f23 ? &cp_algorithm_winograd2x3 : NULL;
 }
 
