@@ -62,6 +62,13 @@ static int cp_fits(const cp_plan *pl) {
   return pl->panel_bytes <= pl->panel_budget && pl->buf_bytes <= pl->buf_budget;
 }
 
+/* --show-tiling's word on one budget. */
+static const char *cp_budget_verdict(const cp_plan *pl, int within) {
+  if (within) return "fits";
+  return pl->algo->fits != NULL && cp_fits(pl) ? "over, within the algorithm's own rule (fits)"
+                                               : "over budget";
+}
+
 /* The size of an item of g pooled rows x n pooled columns, if it fits. */
 static int cp_item_fits(cp_plan *pl, int64_t g, int64_t n) {
   return cp_item_size(pl, g, n) && cp_fits(pl);
@@ -567,7 +574,7 @@ void cp_plan_describe(const cp_plan *pl, convpool_dtype dtype, const char *choic
       images, (long long)pl->row_groups, (long long)pl->col_blocks, (long long)pl->co_groups,
       (long long)pl->co_blocks_per_group, phase, epilogue, pl->threads,
       pl->setup->packed_weight_bytes, pl->panel_bytes, pl->cfg->panel_l2_div, pl->panel_budget,
-      pl->panel_bytes <= pl->panel_budget ? "fits" : "over budget", pl->buf_bytes,
-      pl->cfg->buf_l2_div, pl->buf_budget, pl->buf_bytes <= pl->buf_budget ? "fits" : "over budget",
+      cp_budget_verdict(pl, pl->panel_bytes <= pl->panel_budget), pl->buf_bytes,
+      pl->cfg->buf_l2_div, pl->buf_budget, cp_budget_verdict(pl, pl->buf_bytes <= pl->buf_budget),
       pl->scratch_bytes, pl->scratch_bytes * (size_t)pl->threads);
 }
