@@ -125,9 +125,9 @@ static const char *cp_direct_auto_skips(const cp_layer *layer, const cp_cpu *cpu
   }
   if (layer->conv_stride >= 2 && layer->k >= 3 && layer->groups == 1) return NULL;
   if (layer->k == 1 && layer->conv_stride == 1 && layer->groups == 1 &&
-      (cpu->isa >= CP_ISA_AVX512 ? layer->c_in >= CP_DIRECT_DEEP_1X1
-                                 : layer->c_in >= CP_DIRECT_DEEP_1X1_AVX2 ||
-                                       layer->c_out >= CP_DIRECT_DEEP_1X1_AVX2))
+      (cpu->isa >= CP_ISA_AVX512
+           ? layer->c_in >= CP_DIRECT_DEEP_1X1
+           : layer->c_in >= CP_DIRECT_DEEP_1X1_AVX2 || layer->c_out >= CP_DIRECT_DEEP_1X1_AVX2))
     return NULL;
   snprintf(why, capacity,
            "shift-reduce, im2col or depthwise is as fast or faster unless the conv is strided, "
