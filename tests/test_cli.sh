@@ -470,6 +470,14 @@ for isa in native avx2; do
   done
 done
 "$cli" $deep --height 14 --width 14 --batch 1 | grep -q '^algorithm      winograd2x3 (winograd2x3), kernel f32-cl-' || { echo "auto did not hand 1 image at 14x14 to winograd2x3 (or named another kernel than its products')"; fail=1; }
+# 256 -> 256 (U 9 MiB): F(2x2,3x3) on AVX-512, F(4x4,3x3) with AVX2 alone (there from U 32 MiB)
+for isa in native avx2; do
+  run_isa $deep --in-channels 256 --out-channels 256 --height 14 --width 14 >"$tmp/w256.out" || { echo "256 -> 256 at 14x14 ($isa) failed"; fail=1; }
+  if grep -q '^isa            avx512' "$tmp/w256.out"; then want='winograd2x3 (winograd2x3)'
+  elif grep -q '^isa            avx2' "$tmp/w256.out"; then want='winograd (winograd)'
+  else continue; fi
+  grep -q "^algorithm      $want" "$tmp/w256.out" || { echo "auto: 256 -> 256 at 14x14 ($isa) not on $want"; fail=1; }
+done
 "$cli" $deep --height 14 --width 14 --batch 8 | grep -q '^algorithm      winograd (' || { echo "auto handed 8 images at 14x14 over"; fail=1; }
 "$cli" $deep --in-channels 128 --out-channels 128 --height 14 --width 14 | grep -q '^algorithm      winograd (' ||
   { echo "auto handed 128 -> 128 at 14x14 over"; fail=1; }

@@ -194,19 +194,31 @@ static convpool_status cp_wino_setup_kinds(const cp_layer *layer, const cp_cpu *
  * hot, and at 8 images of 14x14, where U stays in L3 from one image to the
  * next, F(4x4, 3x3)'s fewer products win (256 -> 256 at 14x14, 8 images: 3.1
  * against 5.7 ms; 512 -> 512, 15.9 against 17.0; 128 -> 128 at 28x28, one
- * image, 0.42 against 0.80).
+ * image, 0.42 against 0.80). With AVX2 alone, where the FMAs rather than U
+ * bound the run, the one image of 16x16 or less takes F(2x2, 3x3) only from
+ * a U of 32 MiB (a VM presenting an EPYC of family 23, 16 FLOP a cycle, 2
+ * threads): F(4x4, 3x3) against F(2x2, 3x3), best CLI medians of 4
+ * alternating rounds, 256 -> 256 at 14x14 (U 9 MiB) 1.62 against 1.95 ms
+ * (benchmark runs: 1.78-1.86 against 1.99-2.19), 256 -> 512 (18 MiB) 3.43
+ * / 3.41, 384 -> 384 (20 MiB) 3.81 / 3.89, 512 -> 512 (36 MiB) 6.75 /
+ * 6.83, in the benchmark (cold weights) 7.28 / 6.84.
  */
 #define CP_WINO_F23_MAX_TILES 16
 #define CP_WINO_F23_MIN_U_BYTES (8.0 * 1024 * 1024)
+#define CP_WINO_F23_MIN_U_BYTES_AVX2 (32.0 * 1024 * 1024)
 static double cp_wino_u43_bytes(const cp_layer *layer) {
   return (double)CP_WINO_POINTS * (double)layer->c_in * (double)layer->c_out * sizeof(float);
 }
 
-static int cp_wino_prefers_f23(const cp_layer *layer, int64_t batch, int64_t oh, int64_t ow) {
+static int cp_wino_prefers_f23(const cp_layer *layer, const cp_blocking *cfg, int64_t batch,
+                               int64_t oh, int64_t ow) {
   const int64_t th = (oh + 3) / 4, tw = (ow + 3) / 4;
   const int corners_only = th <= 2 && tw <= 2; /* F(4x4, 3x3) hands these to shift-reduce */
-  return (corners_only || (batch == 1 && th * tw <= CP_WINO_F23_MAX_TILES)) &&
-         cp_wino_u43_bytes(layer) >= CP_WINO_F23_MIN_U_BYTES;
+  const double u = cp_wino_u43_bytes(layer);
+  const double one_image_u =
+      cfg->isa >= CP_ISA_AVX512 ? CP_WINO_F23_MIN_U_BYTES : CP_WINO_F23_MIN_U_BYTES_AVX2;
+  return u >= CP_WINO_F23_MIN_U_BYTES &&
+         (corners_only || (batch == 1 && th * tw <= CP_WINO_F23_MAX_TILES && u >= one_image_u));
 }
 
 /* winograd: F(4x4, 3x3), and F(2x2, 3x3) too where auto chose it and the
@@ -1139,7 +1151,7 @@ static int cp_wino_too_small(const cp_wino_kind *kd, const cp_layer *layer, cons
 static const cp_algorithm *cp_wino_hands_over(const cp_layer *layer, const cp_blocking *cfg,
                                               const cp_algorithm *packed_for, int64_t batch,
                                               int64_t oh, int64_t ow) {
-  const int f23 = cp_wino_prefers_f23(layer, batch, oh, ow);
+  const int f23 = cp_wino_prefers_f23(layer, cfg, batch, oh, ow);
   if (cp_wino_too_small(f23 ? &cp_wino_f23 : &cp_wino_f43, layer, cfg, batch, oh, ow))
     return &cp_algorithm_sr;
   if (f23 && oh <= 8 && ow <= 8 && packed_for == &cp_algorithm_direct && cfg->isa >= CP_ISA_AVX512)
