@@ -418,6 +418,12 @@ if grep -q '^isa            avx2' "$tmp/deep1b.out"; then # 1024 channels on eit
 fi
 # direct: items of a few register tiles contract in one pass on AVX-512, larger ones in passes
 # whose weights stay in L1; the same sums either way, so the same bytes
+# two row groups of a 14-row output (a region per thread, or a panel budget of 8 rows) are
+# 7 + 7 rows, not 8 + 6 (cp_even_rows), whatever the L2
+"$cli" --impl direct --in-channels 128 --out-channels 256 --height 28 --width 28 --filter 3 --stride 2 --padding 1 --pool 1 --threads 2 --iters 1 --warmup 0 --show-tiling >"$tmp/even.out" || { echo "even rows layer failed"; fail=1; }
+if grep -q '^work items .* x row groups 2 x' "$tmp/even.out"; then
+  grep -q '^panel          7 pooled rows' "$tmp/even.out" || { echo "two row groups of 14 rows are not 7 + 7"; fail=1; }
+fi
 onepass="--impl direct --in-channels 64 --out-channels 40 --height 14 --width 14 --padding 1 --activation relu --pool 1 --iters 1 --warmup 0"
 "$cli" $onepass --rows-per-item 14 --dump-dir "$tmp/dpass" >/dev/null || { echo "direct in passes failed"; fail=1; }
 "$cli" $onepass --rows-per-item 1 --dump-dir "$tmp/d1pass" >/dev/null || { echo "direct in one pass failed"; fail=1; }
