@@ -4,16 +4,7 @@
  * output, 49 positions: 10 tiles of 5 compute 50 where 16x6 computes 54; a
  * row of 14: 15 against 18). 89-101% of the one-thread peak alone, as 16x6.
  */
-#include "cl-ukernel.h"
-
 #define CP_FN cp_f32_cl_ukernel_16x5__avx2
 #define CP_MRV 2
 #define CP_NP 5
-#define CP_LANES 8
-#define CP_VEC __m256
-#define CP_ZERO() _mm256_setzero_ps()
-#define CP_LOAD(p) _mm256_loadu_ps(p)
-#define CP_STORE(p, v) _mm256_store_ps(p, v)
-#define CP_BCAST(p) _mm256_broadcast_ss(p)
-#define CP_MAC(acc, w, x) _mm256_fmadd_ps(w, x, acc)
-#include "cl-template.h"
+#include "f32-cl-avx2.h"

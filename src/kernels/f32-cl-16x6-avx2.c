@@ -1,14 +1,5 @@
 /* f32 channels-in-lanes microkernel, 16 channels x 6 positions, AVX2 + FMA. */
-#include "cl-ukernel.h"
-
 #define CP_FN cp_f32_cl_ukernel_16x6__avx2
 #define CP_MRV 2
 #define CP_NP 6
-#define CP_LANES 8
-#define CP_VEC __m256
-#define CP_ZERO() _mm256_setzero_ps()
-#define CP_LOAD(p) _mm256_loadu_ps(p)
-#define CP_STORE(p, v) _mm256_store_ps(p, v)
-#define CP_BCAST(p) _mm256_broadcast_ss(p)
-#define CP_MAC(acc, w, x) _mm256_fmadd_ps(w, x, acc)
-#include "cl-template.h"
+#include "f32-cl-avx2.h"
