@@ -487,6 +487,26 @@ done
 "$cli" $deep --height 14 --width 14 --batch 8 | grep -q '^algorithm      winograd (' || { echo "auto handed 8 images at 14x14 over"; fail=1; }
 "$cli" $deep --in-channels 128 --out-channels 128 --height 14 --width 14 | grep -q '^algorithm      winograd (' ||
   { echo "auto handed 128 -> 128 at 14x14 over"; fail=1; }
+# strided 1x1 filters: auto hands runs of one or two images on AVX-512 to direct (its own
+# weights, the source read in place), the same bytes as --impl direct; four images, or
+# AVX2 alone, stay on shift-reduce
+s1="--in-channels 64 --out-channels 96 --height 20 --width 20 --filter 1 --stride 2 --pool 1 --iters 1 --warmup 0 --show-tiling"
+for isa in native avx2; do
+  for b in 1 2 4; do
+    run_isa $s1 --batch $b --dump-dir "$tmp/s1" >"$tmp/s1.out" || { echo "auto strided 1x1 ($b images, $isa) failed"; fail=1; }
+    if grep -q '^isa            avx512' "$tmp/s1.out" && [ $b -le 2 ]; then
+      to=direct; name='channels-in-lanes direct (direct)'
+      grep -q "^auto           shift-reduce hands this run to channels-in-lanes direct" "$tmp/s1.out" || { echo "auto strided 1x1 ($b images, $isa): no hand-over line"; fail=1; }
+    elif grep -q '^isa            avx' "$tmp/s1.out"; then
+      to=sr; name='shift-reduce (sr)'
+    else
+      continue # the portable kernels: auto's choice there is tested above
+    fi
+    grep -q "^algorithm      $name" "$tmp/s1.out" || { echo "auto strided 1x1 ($b images, $isa) not on $to"; fail=1; }
+    run_isa $s1 --batch $b --impl $to --threads 1 --dump-dir "$tmp/s1d" >/dev/null || { echo "$to strided 1x1 ($b images, $isa) failed"; fail=1; }
+    cmp -s "$tmp/s1/out.bin" "$tmp/s1d/out.bin" || { echo "auto strided 1x1 ($b images, $isa) differs from --impl $to"; fail=1; }
+  done
+done
 # V's budget grows with U (36 MiB here): the 7 tile rows of a 28x28 image in one item,
 # U streamed once, not 6 + 1 rows in two items
 "$cli" $deep --height 28 --width 28 --impl winograd | grep -q '^work items     .* x row groups 1 x ' ||

@@ -115,6 +115,8 @@ static const char *cp_direct_declines(const cp_layer *layer, const cp_cpu *cpu, 
  * 1x1 at 14x14 0.98 / 0.89) and loses on a strided 1x1 filter, whose panel
  * holds the input columns the stride skips (512 -> 1024 at 28x28: 2.57
  * against 1.89 ms; Zen 5 at batch 8, 256 -> 512 at 56x56: 6.0 against 4.6).
+ * On AVX-512 shift-reduce hands it a strided 1x1 filter's runs of one or
+ * two images, where direct reads the source in place (cp_sr_hands_over).
  */
 static const char *cp_direct_auto_skips(const cp_layer *layer, const cp_cpu *cpu, char *why,
                                         size_t capacity) {
@@ -318,10 +320,34 @@ static int cp_direct_geometry(cp_plan *pl) {
    30.1; 3 -> 32 3x3 stride 2 at 224x224 0.540 -> 0.507, 8 images of 3 ->
    64 3x3 at 224x224 31.7 -> 30.5 (one image 3.95 -> 3.99). Letting the
    panel past its budget as well lost 2-4% (128 -> 256 3x3 stride 2 at
-   28x28: 2.02 -> 2.10 ms). */
+   28x28: 2.02 -> 2.10 ms). An item that reads the source in place counts
+   the source rows its taps read, whole lines of every channel, as its
+   panel, where one pooled row's would fit: each channel block reads them
+   again. Zen 5 (L2 1 MiB), best CLI medians of 5 alternating rounds: 8
+   images of 256 -> 512 1x1 stride 2 at 56x56, items of 28 rows (1.5 MiB of
+   source each) -> 7, 6.54 -> 5.72 ms; level on 1024 -> 256 1x1 at 14x14
+   (one image 268 / 270 us, eight 2.23 / 2.28 ms) and 512 -> 1024 1x1
+   stride 2 at 28x28 (622 / 623 us). */
+/* Rows of the source that `conv_rows` conv rows read. */
+static int64_t cp_direct_source_rows(const cp_plan *pl, int64_t conv_rows) {
+  const int64_t spanned = (conv_rows - 1) * pl->conv_stride + pl->extent;
+  const int64_t tapped = conv_rows * pl->k;
+  const int64_t rows = spanned < tapped ? spanned : tapped;
+  return rows < pl->height ? rows : pl->height;
+}
+
 static int cp_direct_fits(const cp_plan *pl) {
-  return pl->panel_bytes <= pl->panel_budget &&
-         pl->panel_bytes + pl->buf_bytes <= pl->panel_budget + pl->buf_budget;
+  double panel = (double)pl->panel_bytes;
+  if (CP_ALGO_STATE(const cp_direct_plan, pl->state)->in_place && pl->images == 1) {
+    /* read in place: the whole lines of every channel in the source rows
+       that an item's taps read count as its panel, where a pooled row's
+       would fit */
+    const double line = (double)pl->width * (double)pl->c_in * sizeof(float);
+    if ((double)cp_direct_source_rows(pl, pl->pool) * line <= (double)pl->panel_budget)
+      panel = (double)cp_direct_source_rows(pl, pl->conv_rows) * line;
+  }
+  return panel <= (double)pl->panel_budget &&
+         panel + (double)pl->buf_bytes <= (double)(pl->panel_budget + pl->buf_budget);
 }
 
 /*

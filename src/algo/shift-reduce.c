@@ -120,9 +120,58 @@ static const char *cp_sr_auto_skips(const cp_layer *layer, const cp_cpu *cpu, ch
   return why;
 }
 
+/*
+ * Auto's hand-over of strided 1x1 filters: runs of one or two images go to
+ * the direct algorithm, which reads the fp32 source in place at the stride
+ * (no conv padding) on weights of its own that the setup packs after the
+ * blocked ones; larger batches stay here. A measured rule (Zen 5, AVX-512,
+ * 2 threads, best CLI medians of 4 alternating runs, direct / shift-reduce,
+ * stride 2): one image of 64 -> 128 at 56x56 60 / 69 us, 256 -> 512 at
+ * 56x56 670 / 739, 512 -> 1024 at 28x28 701 / 804, 1024 -> 2048 at 14x14
+ * 811 / 1018; two images of 512 -> 1024 1.27 / 1.35 ms, 1024 -> 2048 1.46 /
+ * 1.64; slower from four: 512 -> 1024 2.93 / 2.76, eight images of 256 ->
+ * 512 at 56x56 6.06 / 5.40, of 1024 -> 2048 6.83 / 6.40. With AVX2 alone
+ * (Zen 3) direct was slower on one image too (512 -> 1024 at 28x28 2.57
+ * against 1.89 ms, through a packed panel then), so the rule is AVX-512's.
+ */
+#define CP_SR_DIRECT_MAX_BATCH 2
+static int cp_sr_packs_direct(const cp_layer *layer, const cp_cpu *cpu) {
+  return cpu->isa >= CP_ISA_AVX512 && layer->dtype == CONVPOOL_FLOAT32 && layer->k == 1 &&
+         layer->conv_stride >= 2 && layer->groups == 1 && layer->pad[CP_TOP] == 0 &&
+         layer->pad[CP_LEFT] == 0 && layer->pad[CP_BOTTOM] == 0 && layer->pad[CP_RIGHT] == 0;
+}
+
 static convpool_status cp_sr_setup_layer(const cp_layer *layer, const cp_cpu *cpu,
                                          cp_algo_setup *s) {
-  return cp_sr_setup_kernels(layer, cpu, layer->dtype, layer->conv_stride, s);
+  const convpool_status st = cp_sr_setup_kernels(layer, cpu, layer->dtype, layer->conv_stride, s);
+  if (st != CONVPOOL_SUCCESS) return st;
+  cp_sr_setup *ss = CP_ALGO_STATE(cp_sr_setup, s->state);
+  ss->direct_offset = 0;
+  if (s->auto_choice && cp_sr_packs_direct(layer, cpu)) { /* room for direct's weights */
+    cp_algo_setup direct;
+    memset(&direct, 0, sizeof direct);
+    const size_t offset = cp_round_up(s->packed_weight_bytes, CP_CACHE_LINE) / sizeof(float);
+    size_t bytes;
+    if (cp_algorithm_direct.setup(layer, cpu, &direct) == CONVPOOL_SUCCESS &&
+        cp_add(offset * sizeof(float), direct.packed_weight_bytes, &bytes))
+      ss->direct_offset = offset, s->packed_weight_bytes = bytes;
+    cp_clear_error(); /* without the room, every run stays here */
+  }
+  return CONVPOOL_SUCCESS;
+}
+
+static const cp_algorithm *cp_sr_hands_over(const cp_layer *layer, const cp_blocking *cfg,
+                                            const cp_algorithm *packed_for, int64_t batch,
+                                            int64_t oh, int64_t ow) {
+  (void)layer, (void)cfg, (void)oh, (void)ow;
+  return packed_for == &cp_algorithm_direct && batch <= CP_SR_DIRECT_MAX_BATCH ? packed_for : NULL;
+}
+
+static const cp_algorithm *cp_sr_packs_for(const cp_algo_setup *s, size_t *offset) {
+  const cp_sr_setup *ss = CP_ALGO_STATE(const cp_sr_setup, s->state);
+  if (!s->auto_choice || ss->direct_offset == 0) return NULL;
+  *offset = ss->direct_offset;
+  return &cp_algorithm_direct;
 }
 
 void cp_sr_item_units(const cp_plan *pl, int64_t *rows, int64_t *cols) {
@@ -566,4 +615,6 @@ const cp_algorithm cp_algorithm_sr = {
     .pack_item = cp_sr_pack_item,
     .compute_block = cp_sr_compute_block,
     .describe = cp_sr_describe,
+    .hands_over = cp_sr_hands_over,
+    .packs_for = cp_sr_packs_for,
 };

@@ -28,6 +28,8 @@ typedef struct cp_sr_setup {
   int64_t layer_k;              /* the layer's filter */
   int zero_taps;                /* the split filter has taps past layer_k (k % split != 0) */
   size_t weight_block_bytes;    /* bytes of one channel block of the blocked weights */
+  size_t direct_offset;         /* shift-reduce: floats to the direct algorithm's weights
+                                   (cp_sr_packs_for), 0 where none are packed */
 } cp_sr_setup;
 
 /* Choose the shift-reduce kernels of `dtype` (falling back to float32) for
