@@ -507,6 +507,32 @@ for isa in native avx2; do
     cmp -s "$tmp/s1/out.bin" "$tmp/s1d/out.bin" || { echo "auto strided 1x1 ($b images, $isa) differs from --impl $to"; fail=1; }
   done
 done
+# bfloat16 where the CPU has the pair kernels (isa avx512bf16): auto takes shift-reduce on
+# them, which keeps a 3x3 layer's conv outputs under 14x14 and hands larger ones to Winograd
+# F(4x4,3x3) where Winograd would keep them (the same bytes as --impl winograd); direct's
+# 1x1 rule (>= 512 input channels) passes bfloat16 over. With avx512 alone (no pairs) the
+# fp32 rules stay: Winograd, direct for the 1x1 layer.
+b3="--dtype bfloat16 --in-channels 64 --out-channels 64 --filter 3 --padding 1 --pool 1 --activation relu --iters 1 --warmup 0 --show-tiling"
+for isa in native avx512; do
+  run_isa $b3 --height 7 --width 7 >"$tmp/b7.out" || { echo "bf16 auto at 7x7 ($isa) failed"; fail=1; }
+  if grep -q '^isa            avx512bf16' "$tmp/b7.out"; then
+    grep -q '^algorithm      shift-reduce (sr), kernel bf16-sr-' "$tmp/b7.out" || { echo "bf16 auto at 7x7 ($isa): not on shift-reduce's pair kernels"; fail=1; }
+    grep -q '^auto           winograd: passed over: bfloat16 with the pair kernels' "$tmp/b7.out" || { echo "bf16 auto at 7x7 ($isa): no reason for passing Winograd over"; fail=1; }
+    run_isa $b3 --height 20 --width 20 --batch 2 --dump-dir "$tmp/b20" >"$tmp/b20.out" || { echo "bf16 auto at 20x20 ($isa) failed"; fail=1; }
+    grep -q '^algorithm      winograd (winograd)' "$tmp/b20.out" || { echo "bf16 auto at 20x20 ($isa): not handed to Winograd"; fail=1; }
+    grep -q '^auto           shift-reduce hands this run to winograd' "$tmp/b20.out" || { echo "bf16 auto at 20x20 ($isa): no hand-over line"; fail=1; }
+    run_isa $b3 --height 20 --width 20 --batch 2 --impl winograd --threads 1 --dump-dir "$tmp/b20w" >/dev/null || { echo "bf16 winograd at 20x20 ($isa) failed"; fail=1; }
+    cmp -s "$tmp/b20/out.bin" "$tmp/b20w/out.bin" || { echo "bf16 auto's hand-over to winograd ($isa) differs from --impl winograd"; fail=1; }
+    want1='shift-reduce (sr), kernel bf16-sr-'
+  elif grep -q '^isa            avx512' "$tmp/b7.out"; then
+    grep -q 'passed over: bfloat16 with the pair kernels' "$tmp/b7.out" && { echo "bf16 auto at 7x7 ($isa) applied the pair kernels' rule without them"; fail=1; }
+    want1='channels-in-lanes direct (direct)'
+  else
+    continue
+  fi
+  run_isa --dtype bfloat16 --in-channels 512 --out-channels 64 --height 7 --width 7 --filter 1 --pool 1 --iters 1 --warmup 0 --show-tiling >"$tmp/b1x1.out" || { echo "bf16 1x1 ($isa) failed"; fail=1; }
+  grep -q "^algorithm      $want1" "$tmp/b1x1.out" || { echo "bf16 512 -> 64 1x1 ($isa): not on $want1"; fail=1; }
+done
 # V's budget grows with U (36 MiB here): the 7 tile rows of a 28x28 image in one item,
 # U streamed once, not 6 + 1 rows in two items
 "$cli" $deep --height 28 --width 28 --impl winograd | grep -q '^work items     .* x row groups 1 x ' ||

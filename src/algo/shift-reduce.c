@@ -120,25 +120,56 @@ static const char *cp_sr_auto_skips(const cp_layer *layer, const cp_cpu *cpu, ch
   return why;
 }
 
+int cp_sr_has_bf16_pairs(const cp_cpu *cpu) {
+  return cp_sr_ukernel_select(CONVPOOL_BFLOAT16, cpu->isa) != NULL;
+}
+
 /*
- * Auto's hand-over of strided 1x1 filters: runs of one or two images go to
- * the direct algorithm, which reads the fp32 source in place at the stride
- * (no conv padding) on weights of its own that the setup packs after the
- * blocked ones; larger batches stay here. A measured rule (Zen 5, AVX-512,
- * 2 threads, best CLI medians of 4 alternating runs, direct / shift-reduce,
- * stride 2): one image of 64 -> 128 at 56x56 60 / 69 us, 256 -> 512 at
- * 56x56 670 / 739, 512 -> 1024 at 28x28 701 / 804, 1024 -> 2048 at 14x14
- * 811 / 1018; two images of 512 -> 1024 1.27 / 1.35 ms, 1024 -> 2048 1.46 /
- * 1.64; slower from four: 512 -> 1024 2.93 / 2.76, eight images of 256 ->
- * 512 at 56x56 6.06 / 5.40, of 1024 -> 2048 6.83 / 6.40. With AVX2 alone
- * (Zen 3) direct was slower on one image too (512 -> 1024 at 28x28 2.57
- * against 1.89 ms, through a packed panel then), so the rule is AVX-512's.
+ * Auto's hand-overs, on weights of the other algorithm's own that the
+ * setup packs after the blocked ones (cp_sr_packs_for), two measured rules:
+ *
+ * Strided 1x1 filters (fp32, no conv padding, AVX-512): runs of one or two
+ * images go to the direct algorithm, which reads the source in place at the
+ * stride; larger batches stay here. Zen 5, 2 threads, best CLI medians of 4
+ * alternating runs, direct / shift-reduce, stride 2: one image of 64 -> 128
+ * at 56x56 60 / 69 us, 256 -> 512 at 56x56 670 / 739, 512 -> 1024 at 28x28
+ * 701 / 804, 1024 -> 2048 at 14x14 811 / 1018; two images of 512 -> 1024
+ * 1.27 / 1.35 ms, 1024 -> 2048 1.46 / 1.64; slower from four: 512 -> 1024
+ * 2.93 / 2.76, eight images of 256 -> 512 at 56x56 6.06 / 5.40, of 1024 ->
+ * 2048 6.83 / 6.40. In the fused ResNet-50 (CONVPOOL_VERBOSE, one image,
+ * medians of 7 runs) 256 -> 512 0.75 -> 0.69 ms, 1024 -> 2048 0.94 -> 0.67.
+ * With AVX2 alone (Zen 3) direct was slower on one image too (512 -> 1024
+ * at 28x28 2.57 against 1.89 ms, through a packed panel then).
+ *
+ * bfloat16 3x3 filters where the CPU has the pair kernels (auto takes
+ * shift-reduce for them: Winograd's and direct's products are fp32): conv
+ * outputs of 14x14 or more that Winograd F(4x4, 3x3) would keep (its own
+ * hand-over rule finds no better algorithm) go to it, as auto's fp32 rules
+ * would send them; the rest stay on the pair kernels, whose weights are half
+ * of fp32's bytes and run at twice its rate. Zen 5, 2 threads, one
+ * benchmark run of the ResNet suite in bfloat16, shift-reduce against auto
+ * before (ms): 512 -> 512 at 7x7 0.54 against 0.92 (direct), 8 images 3.39
+ * against 5.26 (direct; F(2x2, 3x3) 3.19). From 14x14 the two disagree by
+ * run and cache state (256 -> 256 at 14x14: shift-reduce 0.52 against
+ * Winograd's 0.56-0.59 in a benchmark run, 0.66 against 0.54 in CLI
+ * medians with the weights hot), and larger images are Winograd's (VGG-16
+ * suite: 256 -> 512 at 28x28 1.98 against 2.82, 512 -> 512 at 28x28 3.78
+ * against 5.18).
  */
 #define CP_SR_DIRECT_MAX_BATCH 2
-static int cp_sr_packs_direct(const cp_layer *layer, const cp_cpu *cpu) {
-  return cpu->isa >= CP_ISA_AVX512 && layer->dtype == CONVPOOL_FLOAT32 && layer->k == 1 &&
-         layer->conv_stride >= 2 && layer->groups == 1 && layer->pad[CP_TOP] == 0 &&
-         layer->pad[CP_LEFT] == 0 && layer->pad[CP_BOTTOM] == 0 && layer->pad[CP_RIGHT] == 0;
+#define CP_SR_WINO_MIN_CHANNELS 64
+static const cp_algorithm *cp_sr_hand_target(const cp_layer *layer, const cp_cpu *cpu) {
+  const int unpadded = layer->pad[CP_TOP] == 0 && layer->pad[CP_LEFT] == 0 &&
+                       layer->pad[CP_BOTTOM] == 0 && layer->pad[CP_RIGHT] == 0;
+  if (cpu->isa >= CP_ISA_AVX512 && layer->dtype == CONVPOOL_FLOAT32 && layer->k == 1 &&
+      layer->conv_stride >= 2 && layer->groups == 1 && unpadded)
+    return &cp_algorithm_direct;
+  char why[256];
+  if (layer->dtype == CONVPOOL_BFLOAT16 && cp_sr_has_bf16_pairs(cpu) &&
+      layer->c_in >= CP_SR_WINO_MIN_CHANNELS && layer->c_out >= CP_SR_WINO_MIN_CHANNELS &&
+      cp_algorithm_winograd.declines(layer, cpu, why, sizeof why) == NULL)
+    return &cp_algorithm_winograd;
+  return NULL;
 }
 
 static convpool_status cp_sr_setup_layer(const cp_layer *layer, const cp_cpu *cpu,
@@ -146,15 +177,16 @@ static convpool_status cp_sr_setup_layer(const cp_layer *layer, const cp_cpu *cp
   const convpool_status st = cp_sr_setup_kernels(layer, cpu, layer->dtype, layer->conv_stride, s);
   if (st != CONVPOOL_SUCCESS) return st;
   cp_sr_setup *ss = CP_ALGO_STATE(cp_sr_setup, s->state);
-  ss->direct_offset = 0;
-  if (s->auto_choice && cp_sr_packs_direct(layer, cpu)) { /* room for direct's weights */
-    cp_algo_setup direct;
-    memset(&direct, 0, sizeof direct);
+  ss->hand_to = NULL, ss->hand_offset = 0;
+  const cp_algorithm *to = s->auto_choice ? cp_sr_hand_target(layer, cpu) : NULL;
+  if (to != NULL) { /* room for its weights */
+    cp_algo_setup other;
+    memset(&other, 0, sizeof other);
     const size_t offset = cp_round_up(s->packed_weight_bytes, CP_CACHE_LINE) / sizeof(float);
     size_t bytes;
-    if (cp_algorithm_direct.setup(layer, cpu, &direct) == CONVPOOL_SUCCESS &&
-        cp_add(offset * sizeof(float), direct.packed_weight_bytes, &bytes))
-      ss->direct_offset = offset, s->packed_weight_bytes = bytes;
+    if (to->setup(layer, cpu, &other) == CONVPOOL_SUCCESS &&
+        cp_add(offset * sizeof(float), other.packed_weight_bytes, &bytes))
+      ss->hand_to = to, ss->hand_offset = offset, s->packed_weight_bytes = bytes;
     cp_clear_error(); /* without the room, every run stays here */
   }
   return CONVPOOL_SUCCESS;
@@ -163,15 +195,21 @@ static convpool_status cp_sr_setup_layer(const cp_layer *layer, const cp_cpu *cp
 static const cp_algorithm *cp_sr_hands_over(const cp_layer *layer, const cp_blocking *cfg,
                                             const cp_algorithm *packed_for, int64_t batch,
                                             int64_t oh, int64_t ow) {
-  (void)layer, (void)cfg, (void)oh, (void)ow;
-  return packed_for == &cp_algorithm_direct && batch <= CP_SR_DIRECT_MAX_BATCH ? packed_for : NULL;
+  if (packed_for == &cp_algorithm_direct)
+    return batch <= CP_SR_DIRECT_MAX_BATCH ? packed_for : NULL;
+  if (packed_for == &cp_algorithm_winograd) /* where Winograd would keep the run too */
+    return oh >= CP_SR_WINO_MIN_SIDE && ow >= CP_SR_WINO_MIN_SIDE &&
+                   cp_algorithm_winograd.hands_over(layer, cfg, NULL, batch, oh, ow) == NULL
+               ? packed_for
+               : NULL;
+  return NULL;
 }
 
 static const cp_algorithm *cp_sr_packs_for(const cp_algo_setup *s, size_t *offset) {
   const cp_sr_setup *ss = CP_ALGO_STATE(const cp_sr_setup, s->state);
-  if (!s->auto_choice || ss->direct_offset == 0) return NULL;
-  *offset = ss->direct_offset;
-  return &cp_algorithm_direct;
+  if (!s->auto_choice || ss->hand_to == NULL) return NULL;
+  *offset = ss->hand_offset;
+  return ss->hand_to;
 }
 
 void cp_sr_item_units(const cp_plan *pl, int64_t *rows, int64_t *cols) {

@@ -28,9 +28,20 @@ typedef struct cp_sr_setup {
   int64_t layer_k;              /* the layer's filter */
   int zero_taps;                /* the split filter has taps past layer_k (k % split != 0) */
   size_t weight_block_bytes;    /* bytes of one channel block of the blocked weights */
-  size_t direct_offset;         /* shift-reduce: floats to the direct algorithm's weights
-                                   (cp_sr_packs_for), 0 where none are packed */
+  /* shift-reduce chosen by auto: the algorithm it hands runs to (cp_sr_hands_over),
+     whose weights lie hand_offset floats into the packed ones; NULL: none */
+  const struct cp_algorithm *hand_to;
+  size_t hand_offset;
 } cp_sr_setup;
+
+/* Whether the CPU has shift-reduce's bfloat16 pair kernels (vdpbf16ps), which
+   auto's rules for bfloat16 layers weigh. */
+int cp_sr_has_bf16_pairs(const cp_cpu *cpu);
+
+/* bfloat16 3x3 layers with the pair kernels: the conv outputs shift-reduce
+   hands to Winograd, CP_SR_WINO_MIN_SIDE or more on each side
+   (cp_sr_hands_over). */
+#define CP_SR_WINO_MIN_SIDE 14
 
 /* Choose the shift-reduce kernels of `dtype` (falling back to float32) for
    the layer and size their blocked weights; split > 1 splits the conv

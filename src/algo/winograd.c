@@ -1188,10 +1188,24 @@ static const cp_algorithm *cp_wino_packs_for(const cp_algo_setup *s, size_t *off
   .describe = cp_wino_describe
 /* clang-format on */
 
+/* bfloat16 where the CPU has shift-reduce's pair kernels: auto takes
+   shift-reduce, which hands this algorithm the large images (a measured
+   rule, cp_sr_hands_over). */
+static const char *cp_wino_auto_skips(const cp_layer *layer, const cp_cpu *cpu, char *why,
+                                      size_t capacity) {
+  if (layer->dtype != CONVPOOL_BFLOAT16 || !cp_sr_has_bf16_pairs(cpu)) return NULL;
+  snprintf(why, capacity,
+           "bfloat16 with the pair kernels (isa %s): shift-reduce runs them and hands this "
+           "algorithm the conv outputs of %dx%d or more (measured rule)",
+           cp_isa_name(cpu->isa), CP_SR_WINO_MIN_SIDE, CP_SR_WINO_MIN_SIDE);
+  return why;
+}
+
 const cp_algorithm cp_algorithm_winograd = {
     .name = "winograd",
     .id = CONVPOOL_ALGO_WINOGRAD,
     .declines = cp_wino_declines,
+    .auto_skips = cp_wino_auto_skips,
     .setup = cp_wino_setup_layer,
     CP_WINO_HOOKS,
     .hands_over = cp_wino_hands_over,
