@@ -510,8 +510,8 @@ done
 # bfloat16 where the CPU has the pair kernels (isa avx512bf16): auto takes shift-reduce on
 # them, which keeps a 3x3 layer's conv outputs under 14x14 and hands larger ones to Winograd
 # F(4x4,3x3) where Winograd would keep them (the same bytes as --impl winograd); direct's
-# 1x1 rule (>= 512 input channels) passes bfloat16 over. With avx512 alone (no pairs) the
-# fp32 rules stay: Winograd, direct for the 1x1 layer.
+# 1x1 rule (>= 512 input channels) and its strided k >= 3 rule, but for 3x3, pass bfloat16
+# over. With avx512 alone (no pairs) the fp32 rules stay: Winograd, direct.
 b3="--dtype bfloat16 --in-channels 64 --out-channels 64 --filter 3 --padding 1 --pool 1 --activation relu --iters 1 --warmup 0 --show-tiling"
 for isa in native avx512; do
   run_isa $b3 --height 7 --width 7 >"$tmp/b7.out" || { echo "bf16 auto at 7x7 ($isa) failed"; fail=1; }
@@ -532,6 +532,11 @@ for isa in native avx512; do
   fi
   run_isa --dtype bfloat16 --in-channels 512 --out-channels 64 --height 7 --width 7 --filter 1 --pool 1 --iters 1 --warmup 0 --show-tiling >"$tmp/b1x1.out" || { echo "bf16 1x1 ($isa) failed"; fail=1; }
   grep -q "^algorithm      $want1" "$tmp/b1x1.out" || { echo "bf16 512 -> 64 1x1 ($isa): not on $want1"; fail=1; }
+  # a stem-like 7x7 stride 2 goes the same way; a 3x3 stride 2 stays direct's
+  run_isa --dtype bfloat16 --in-channels 3 --out-channels 32 --height 40 --width 40 --filter 7 --stride 2 --padding 3 --pool 3 --pool-stride 2 --pool-padding 1 --iters 1 --warmup 0 --show-tiling >"$tmp/b7s2.out" || { echo "bf16 7x7 stride 2 ($isa) failed"; fail=1; }
+  grep -q "^algorithm      $want1" "$tmp/b7s2.out" || { echo "bf16 7x7 stride 2 ($isa): not on $want1"; fail=1; }
+  run_isa --dtype bfloat16 --in-channels 32 --out-channels 64 --height 20 --width 20 --filter 3 --stride 2 --padding 1 --pool 1 --iters 1 --warmup 0 --show-tiling >"$tmp/b3s2.out" || { echo "bf16 3x3 stride 2 ($isa) failed"; fail=1; }
+  grep -q "^algorithm      channels-in-lanes direct (direct)" "$tmp/b3s2.out" || { echo "bf16 3x3 stride 2 ($isa): not on direct"; fail=1; }
 done
 # V's budget grows with U (36 MiB here): the 7 tile rows of a 28x28 image in one item,
 # U streamed once, not 6 + 1 rows in two items

@@ -126,21 +126,24 @@ static const char *cp_direct_auto_skips(const cp_layer *layer, const cp_cpu *cpu
              cp_isa_name(cpu->isa));
     return why;
   }
-  if (layer->conv_stride >= 2 && layer->k >= 3 && layer->groups == 1) return NULL;
-  /* bfloat16 with the pair kernels: shift-reduce's 1x1 products run at twice
-     the fp32 rate on half the weight bytes (Zen 5, 2 threads, one benchmark
-     run of the ResNet suite in bfloat16, direct / shift-reduce, ms: 512 ->
-     128 at 28x28 0.50 / 0.30, 512 -> 2048 at 7x7 0.47 / 0.30, 8 images of
-     1024 -> 256 at 14x14 3.18 / 1.85 and of 512 -> 2048 at 7x7 3.09 / 1.86;
-     direct ahead on one image of 1024 -> 256 at 14x14, 0.41 / 0.48, level on
-     2048 -> 512 at 7x7) */
+  /* bfloat16 with the pair kernels: shift-reduce's products run at twice the
+     fp32 rate on half the weight bytes; direct keeps the strided 3x3 filters
+     (Zen 5, 2 threads, one benchmark run each of the ResNet and strided
+     suites in bfloat16, direct / shift-reduce, ms: 512 -> 128 1x1 at 28x28
+     0.50 / 0.30, 512 -> 2048 1x1 at 7x7 0.47 / 0.30, 8 images of 1024 -> 256
+     1x1 at 14x14 3.18 / 1.85 and of 512 -> 2048 3.09 / 1.86, the ResNet stem
+     0.76 / 0.66 (8 images 5.71 / 4.74); direct ahead on one image of 1024 ->
+     256 1x1 at 14x14, 0.41 / 0.48, and on 3x3 stride 2: 128 -> 256 at 28x28
+     0.37 / 0.72) */
   if (layer->dtype == CONVPOOL_BFLOAT16 && cp_sr_has_bf16_pairs(cpu)) {
+    if (layer->conv_stride >= 2 && layer->k == 3 && layer->groups == 1) return NULL;
     snprintf(why, capacity,
              "bfloat16 with the pair kernels (isa %s): shift-reduce's run at twice the fp32 "
-             "rate (measured rule)",
+             "rate unless the filter is 3x3 and strided, in one group (measured rule)",
              cp_isa_name(cpu->isa));
     return why;
   }
+  if (layer->conv_stride >= 2 && layer->k >= 3 && layer->groups == 1) return NULL;
   if (layer->k == 1 && layer->conv_stride == 1 && layer->groups == 1 &&
       (cpu->isa >= CP_ISA_AVX512
            ? layer->c_in >= CP_DIRECT_DEEP_1X1
