@@ -138,8 +138,8 @@ static const char *cp_direct_auto_skips(const cp_layer *layer, const cp_cpu *cpu
   if (layer->dtype == CONVPOOL_BFLOAT16 && cp_sr_has_bf16_pairs(cpu)) {
     if (layer->conv_stride >= 2 && layer->k == 3 && layer->groups == 1) return NULL;
     snprintf(why, capacity,
-             "bfloat16 with the pair kernels (isa %s): shift-reduce's run at twice the fp32 "
-             "rate unless the filter is 3x3 and strided, in one group (measured rule)",
+             "bfloat16 with the pair kernels (isa %s): shift-reduce's kernels run at twice "
+             "the fp32 rate; direct keeps strided 3x3 filters in one group (measured rule)",
              cp_isa_name(cpu->isa));
     return why;
   }
