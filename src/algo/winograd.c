@@ -365,12 +365,15 @@ static void cp_wino_choose_products(cp_plan *pl, size_t tiles) {
   if (cp_wino_on_cl(pl)) { /* V's blocks: a vector group, 8 tiles at least */
     wp->uk = wp->uk_tail = NULL;
     wp->nr = lanes > 8 ? (size_t)lanes : 8;
-    /* F(4x4, 3x3): the family's member for the item's tiles (8 images of
-       256 -> 256 at 14x14, 16 tiles an item: 32 x 8 0.90 of 32 x 6's time);
-       F(2x2, 3x3): the setup's kernel (512 -> 512 at 14x14, 49 tiles: 32 x 14
-       1.10 of 32 x 6's) */
-    wp->cl = cp_wino_setup_of(pl)->cl;
-    if (cp_wino_index(pl) == CP_WINO_F43) wp->cl = cp_cl_ukernel_for_positions(wp->cl, tiles);
+    /* the family's member for the item's tiles, both tile sizes: F(4x4,
+       3x3), 8 images of 256 -> 256 at 14x14, 16 tiles an item: 32 x 8 0.90
+       of 32 x 6's time; F(2x2, 3x3) (Zen 5, 2 threads, best CLI medians of 5
+       alternating rounds, against 32 x 6): 256 -> 256 at 14x14, 28 tiles an
+       item, 32 x 14 373-384 against 417-426 us, 128 -> 128 at 28x28 340 /
+       360, 512 -> 512 at 14x14 1.45 / 1.53 ms, 512 -> 512 at 7x7, 16 tiles,
+       32 x 8 463-480 / 526-533 us; 8 images level (512 -> 512 at 7x7 side by
+       side 3.43 / 3.35 ms, at 14x14 10.7 / 10.8) */
+    wp->cl = cp_cl_ukernel_for_positions(cp_wino_setup_of(pl)->cl, tiles);
     pl->kernel = wp->cl->name, pl->positions = wp->cl->np;
     return;
   }
