@@ -30,6 +30,11 @@ struct cp_algorithm;
 /* Sides of a padding, in the order of the public arrays. */
 enum { CP_TOP = 0, CP_LEFT = 1, CP_BOTTOM = 2, CP_RIGHT = 3 };
 
+/* Whether conv padding pad[4] (CP_TOP..) is none on every side. */
+static inline int cp_unpadded(const int64_t pad[4]) {
+  return pad[CP_TOP] == 0 && pad[CP_LEFT] == 0 && pad[CP_BOTTOM] == 0 && pad[CP_RIGHT] == 0;
+}
+
 /* What an operator computes: the validated convpool_layer, fixed at create. */
 typedef struct cp_layer {
   convpool_dtype dtype;

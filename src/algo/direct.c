@@ -236,8 +236,7 @@ static void cp_direct_item_units(const cp_plan *pl, int64_t *rows, int64_t *cols
    channels a plane apart, every address a position or tap reads inside
    it. */
 static int cp_direct_reads_in_place(const cp_plan *pl) {
-  return pl->dtype == CONVPOOL_FLOAT32 && pl->pad[CP_TOP] == 0 && pl->pad[CP_LEFT] == 0 &&
-         pl->pad[CP_BOTTOM] == 0 && pl->pad[CP_RIGHT] == 0;
+  return pl->dtype == CONVPOOL_FLOAT32 && cp_unpadded(pl->pad);
 }
 
 /* Floats between a packed panel's channels for `floats` per channel: an odd
