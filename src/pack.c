@@ -254,6 +254,68 @@ static void cp_pack_fp32_steps(const cp_panel_src *src, int64_t iy0, size_t rows
   }
 }
 
+/*
+ * The panel of bf16 channel pairs without a split: step t interleaves the
+ * group's channels 2u (low halves) and 2u + 1 (high halves, zero past the
+ * group's channels), whose rows share the same columns inside the input, so
+ * the row copy is one plain loop, as for float32 (through the general packer
+ * each row's lookups cost more than its few elements: 1024 -> 256 channels
+ * 1x1 at 14x14 spent 58% of its thread time packing). Rows ahead_rows ahead
+ * are prefetched, both halves.
+ */
+static void cp_pack_pairs_steps(const cp_panel_src *src, int64_t iy0, size_t rows, int64_t ix0,
+                                size_t cols, size_t step0, size_t step1,
+                                const cp_panel_layout *layout, float *panel) {
+  const size_t ld = layout->ld, cs = layout->cs, w = (size_t)src->width;
+  const size_t plane = (size_t)src->height * w, c_in = (size_t)(src->c_in / src->groups);
+  size_t a, e;
+  cp_panel_columns(src, ix0, cols, &a, &e);
+  const int64_t h = src->height;
+  const size_t y_lo = iy0 >= 0 ? 0 : (size_t)(-iy0 < (int64_t)rows ? -iy0 : (int64_t)rows);
+  const size_t y_hi = iy0 >= h ? y_lo : (size_t)(h - iy0 < (int64_t)rows ? h - iy0 : (int64_t)rows);
+  const uint16_t *image = (const uint16_t *)(const void *)src->image;
+  const size_t inside = y_hi > y_lo ? y_hi - y_lo : 0, ahead = src->ahead_rows;
+  const size_t span = e > a ? (e - a) * sizeof(uint16_t) : 1; /* bytes of a row read */
+  for (size_t t = step0; t < step1; t++) {
+    uint32_t *to = (uint32_t *)(void *)(panel + t * cs);
+    const size_t g = t / src->group_steps, u = t % src->group_steps * 2;
+    if (u >= c_in || a >= e || inside == 0) {
+      memset(to, 0, cs * sizeof(uint32_t));
+      continue;
+    }
+    const uint16_t *lo = image + (g * c_in + u) * plane + (size_t)(iy0 + (int64_t)y_lo) * w;
+    lo += (size_t)(ix0 + (int64_t)a);
+    const int pair = u + 1 < c_in; /* else the high halves are zero */
+    memset(to, 0, y_lo * ld * sizeof(uint32_t));
+    to += y_lo * ld;
+    for (size_t y = 0; y < inside; y++, to += ld, lo += w) {
+      if (ahead > 0) { /* the rows `ahead` rows on, in this step or a later one (addresses
+                          only: they may lie past the tensor, which a prefetch allows) */
+        const size_t on = y + ahead;
+        const ptrdiff_t d = (ptrdiff_t)(on / inside * 2 * plane) +
+                            ((ptrdiff_t)(on % inside) - (ptrdiff_t)y) * (ptrdiff_t)w;
+        const uintptr_t p = (uintptr_t)lo + (uintptr_t)(d * (ptrdiff_t)sizeof(uint16_t));
+        const uintptr_t q = p + plane * sizeof(uint16_t);
+        for (size_t o = 0; o < span; o += CP_CACHE_LINE) {
+          __builtin_prefetch((const void *)(p + o), 0, 3);
+          __builtin_prefetch((const void *)(q + o), 0, 3);
+        }
+        __builtin_prefetch((const void *)(p + span - 1), 0, 3);
+        __builtin_prefetch((const void *)(q + span - 1), 0, 3);
+      }
+      for (size_t x = 0; x < a; x++) to[x] = 0u;
+      if (pair) {
+        const uint16_t *hi = lo + plane;
+        for (size_t x = a; x < e; x++) to[x] = (uint32_t)lo[x - a] | (uint32_t)hi[x - a] << 16;
+      } else {
+        for (size_t x = a; x < e; x++) to[x] = lo[x - a];
+      }
+      for (size_t x = e; x < ld; x++) to[x] = 0u;
+    }
+    memset(to, 0, (cs - y_hi * ld) * sizeof(uint32_t));
+  }
+}
+
 /* Where channel step t of a float32 panel with a split stride reads: panel
    row y in [y_lo, y_hi) is row0 + (y - y_lo) * row_step, its columns [a, e)
    at + (x - a) * split; none (y_lo = y_hi) past the group's channels or
@@ -357,6 +419,10 @@ void cp_pack_panel_steps(const cp_panel_src *src, int64_t iy0, size_t rows, int6
       cp_pack_fp32_steps(src, iy0, rows, ix0, cols, step0, step1, layout, panel);
     else
       cp_pack_fp32_split_steps(src, iy0, rows, ix0, cols, step0, step1, layout, panel);
+    return;
+  }
+  if (src->cpack == 2 && src->split == 1) {
+    cp_pack_pairs_steps(src, iy0, rows, ix0, cols, step0, step1, layout, panel);
     return;
   }
   cp_panel_channel ahead_ch[2] = {{NULL, 0, 0}, {NULL, 0, 0}};

@@ -156,7 +156,7 @@ static void run_item(const cp_wino_kind *kd, const cp_wino_transforms *t, int cl
      channels-in-lanes kernel (cl: blocks of V of a vector group of tiles, 8
      at least, read in the input transform's lane order) */
   const cp_sr_ukernel *uk = cp_sr_ukernel_select(CONVPOOL_FLOAT32, t->isa);
-  const cp_cl_ukernel *clk = cp_cl_ukernel_select(t->isa);
+  const cp_cl_ukernel *clk = cp_cl_ukernel_select(t->isa, 1);
   const int mr = cl ? clk->mr : uk->mr, nr = cl ? (t->lanes > 8 ? t->lanes : 8) : uk->nr;
   const cp_sr_ukernel *tail = cl ? NULL : cp_sr_ukernel_tail(uk, ic->c_out % mr);
   const int mr_tail = cl ? mr : tail->mr;

@@ -2,6 +2,7 @@
 #ifndef CONVPOOL_TESTUTIL_H
 #define CONVPOOL_TESTUTIL_H
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,30 @@ static inline void tu_set(convpool_dtype dtype, void *data, size_t i, float v) {
     ((uint16_t *)data)[i] = cp_float_to_bf16(v);
   else
     ((float *)data)[i] = v;
+}
+
+/* A bf16 value (its 16 bits) as fp32, a subnormal read as zero (the DAZ of
+   vdpbf16ps). */
+static inline float tu_bf16_daz(uint16_t h) {
+  return cp_bf16_to_float((h & 0x7f80u) == 0 ? (uint16_t)(h & 0x8000u) : h);
+}
+
+/*
+ * One vdpbf16ps step of an fp32 sum, modelled in double: s, the exact sum so
+ * far, takes the pair's two products ph and pl (bf16 products: exact), and
+ * err, a bound on |fp32 sum - s|, grows by what the step's at most two
+ * roundings to nearest (u = 2^-24 each, in whatever order the instruction
+ * adds) and a flushed subnormal (2^-126 each) can add: the largest value any
+ * rounding of the step can see is the partial sums' magnitude plus err.
+ */
+static inline void tu_pair_step(double *s, double *err, double ph, double pl) {
+  const double u = 0x1p-24, tiny = 0x1p-126;
+  double big = fabs(*s + ph);
+  big = fmax(big, fabs(*s + pl));
+  big = fmax(big, fabs(ph + pl));
+  big = fmax(big, fabs(*s + ph + pl));
+  *err += u * (2.0 + u) * (big + *err) + 4.0 * tiny;
+  *s += ph + pl;
 }
 
 static inline void *tu_xmalloc(size_t n) {

@@ -19,7 +19,8 @@
  *
  * Then the channels-in-lanes kernels of src/kernels/cl-ukernels.inc (the
  * direct algorithm), on a conv row of NP positions at stride 1 and 2 and on
- * a 1x1 GEMM column: a call computes MR x NP outputs, 2 MR NP c_in k^2 flop.
+ * a 1x1 GEMM column: a call computes MR x NP outputs, 2 MR NP c_in k^2 flop
+ * (a pair kernel's c_in rounded up to even).
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -177,7 +178,7 @@ enum { CL_SHAPES = sizeof cl_shapes / sizeof cl_shapes[0] };
 typedef struct cl_call {
   const cp_cl_ukernel *u;
   const cl_shape *s;
-  size_t cs, taps;
+  size_t cs, taps, steps; /* steps: 32-bit channel elements (bf16 pairs for cpack 2) */
   const float *x, *w;
   const ptrdiff_t *pos, *off;
   float *partial, *out;
@@ -185,32 +186,42 @@ typedef struct cl_call {
 
 static void cl_call_once(void *ctx) {
   const cl_call *c = ctx;
-  c->u->fn(c->x, c->cs, c->pos, c->off, c->taps, c->s->c_in, c->w, c->partial, 1, c->out,
+  c->u->fn(c->x, c->cs, c->pos, c->off, c->taps, c->steps, c->w, c->partial, 1, c->out,
            (size_t)c->u->np, (size_t)c->u->np);
 }
 
-/* A panel of k rows of (NP - 1) * stride + k columns per channel, channels
-   an odd number of cache lines apart (the direct algorithm's layout). */
+/* A panel of k rows of (NP - 1) * stride + k columns per channel step,
+   steps an odd number of cache lines apart (the direct algorithm's layout);
+   a pair kernel's steps hold two channels each (c_in rounded up to even). */
 static double bench_cl(const cp_cl_ukernel *u, const cl_shape *s, double seconds, size_t *bytes) {
   const size_t np = (size_t)u->np, mr = (size_t)u->mr, k = s->k, taps = k * k;
+  const size_t cpack = (size_t)u->cpack, steps = (s->c_in + cpack - 1) / cpack;
   const size_t ld = (np - 1) * s->stride + k;
   size_t cs = cp_round_up(k * ld, 16);
   if ((cs / 16) % 2 == 0) cs += 16;
-  const size_t x_elems = (s->c_in - 1) * cs + k * ld, w_elems = s->c_in * taps * mr;
+  const size_t x_elems = (steps - 1) * cs + k * ld, w_elems = steps * taps * mr;
   *bytes = 4 * (x_elems + w_elems + 2 * mr * np);
   uint64_t state = 42;
   uint32_t *x = xaligned(x_elems * 4), *w = xaligned(w_elems * 4);
   float *partial = xaligned(mr * np * 4), *out = xaligned(mr * np * 4);
-  fill(x, x_elems, 0, &state);
-  fill(w, w_elems, 0, &state);
+  fill(x, x_elems, cpack == 2, &state);
+  fill(w, w_elems, cpack == 2, &state);
   ptrdiff_t pos[CP_CL_MAX_NP], off[49];
   for (size_t p = 0; p < np; p++) pos[p] = (ptrdiff_t)(p * s->stride);
   for (size_t i = 0; i < k; i++)
     for (size_t j = 0; j < k; j++) off[i * k + j] = (ptrdiff_t)(i * ld + j);
-  cl_call c = {
-      u,   s,   cs,      taps, (const float *)(const void *)x, (const float *)(const void *)w,
-      pos, off, partial, out};
-  const double flop = 2.0 * (double)(mr * np) * (double)(s->c_in * taps);
+  cl_call c = {u,
+               s,
+               cs,
+               taps,
+               steps,
+               (const float *)(const void *)x,
+               (const float *)(const void *)w,
+               pos,
+               off,
+               partial,
+               out};
+  const double flop = 2.0 * (double)(mr * np) * (double)(steps * cpack * taps);
   const double gflops = rate_of(cl_call_once, &c, flop, seconds);
   volatile float sink = out[0];
   (void)sink;

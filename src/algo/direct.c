@@ -17,7 +17,10 @@
  *
  * The panel is shift-reduce's (pack.h): every input channel of the item's
  * input rows and columns, zero where the conv padding is, channels an odd
- * number of cache lines apart. Each output sums its layer's taps in (c, i,
+ * number of cache lines apart; for bfloat16 on a CPU with the pair kernels
+ * (vdpbf16ps), channel pairs (a step of two channels per 32-bit element,
+ * the weights packed the same way), the kernels doing two multiply-adds a
+ * lane where the fp32 ones do one. Each output sums its layer's taps in (c, i,
  * j) order from zero, whatever the item, so results do not depend on the
  * item split or the thread count. Conv groups: a channel block never
  * crosses one and contracts over its group's channels of the panel.
@@ -44,14 +47,15 @@ CP_ALGO_STATE_FITS(cp_direct_state);
    tiles' partial sums and their geometry (cp_direct_tile). */
 typedef struct cp_direct_plan {
   cp_panel_layout panel;   /* the packed panel's, or the image's where read in place */
+  size_t group_steps;      /* channel steps of a conv group: channels, or bf16 pairs */
   int in_place;            /* the items read the fp32 source itself (no conv padding) */
   size_t cols;             /* panel columns an item packs */
   size_t tiles;            /* register tiles of an item, at most */
-  size_t kc;               /* input channels per pass (weights filling half of L1, or all) */
+  size_t kc;               /* channel steps per pass (weights filling half of L1, or all) */
   size_t partial;          /* float index of the partial sums in the tile buffer */
   size_t geom;             /* float index of the item's tiles (cp_direct_tile) */
   size_t offsets;          /* float index of the taps' offsets (ptrdiff_t) */
-  size_t slices;           /* prepare items per shared region: slices of the channels */
+  size_t slices;           /* prepare items per shared region: slices of the channel steps */
   const cp_cl_ukernel *uk; /* the setup's kernel, or a wider one of its family */
   size_t image_floats;     /* floats from an image's panel (or image) to the next's */
 } cp_direct_plan;
@@ -67,6 +71,12 @@ typedef struct cp_direct_tile {
 
 static const cp_direct_state *cp_direct_setup_of(const cp_algo_setup *setup) {
   return CP_ALGO_STATE(const cp_direct_state, setup->state);
+}
+
+/* Channel steps of a conv group for the kernel: its input channels, or
+   their bf16 pairs (the last one half zero where they are odd). */
+static size_t cp_direct_group_steps(int64_t c_in, int64_t groups, const cp_cl_ukernel *uk) {
+  return ((size_t)(c_in / groups) + (size_t)uk->cpack - 1) / (size_t)uk->cpack;
 }
 
 static const char *cp_direct_declines(const cp_layer *layer, const cp_cpu *cpu, char *why,
@@ -157,25 +167,27 @@ static const char *cp_direct_auto_skips(const cp_layer *layer, const cp_cpu *cpu
   return why;
 }
 
-/* Channel blocks of the layer: each conv group's c_out / groups channels in
-   blocks of mr (the plan's group_co_blocks and co_blocks). */
-static size_t cp_direct_blocks(const cp_layer *layer, size_t mr) {
-  return (size_t)layer->groups * (((size_t)(layer->c_out / layer->groups) + mr - 1) / mr);
-}
-
-/* Floats of the packed weights: [channel block][c_in / groups][k*k][MR]. */
-static int cp_direct_weight_floats(const cp_layer *layer, size_t mr, size_t *floats) {
-  return cp_mul(cp_direct_blocks(layer, mr), (size_t)(layer->c_in / layer->groups), floats) &&
-         cp_mul(*floats, (size_t)(layer->k * layer->k), floats) && cp_mul(*floats, mr, floats);
+/* The packed weights: pack.h's channel blocks of MR (split 1, every block
+   of MR, the lanes past a group's last output channel zero), channel steps
+   of the kernel's: [block][step][k*k][MR]. */
+static cp_weight_blocks cp_direct_weight_blocks(const cp_layer *layer, const cp_cl_ukernel *uk) {
+  cp_weight_blocks wb;
+  wb.c_out = layer->c_out, wb.c_in = layer->c_in, wb.k = layer->k;
+  wb.mr = wb.mr_tail = (size_t)uk->mr;
+  wb.cpack = (size_t)uk->cpack;
+  wb.groups = layer->groups, wb.split = 1;
+  return wb;
 }
 
 static convpool_status cp_direct_setup(const cp_layer *layer, const cp_cpu *cpu,
                                        cp_algo_setup *setup) {
   cp_direct_state *s = CP_ALGO_STATE(cp_direct_state, setup->state);
-  s->uk = cp_cl_ukernel_select(cpu->isa);
-  size_t floats;
-  if (!cp_direct_weight_floats(layer, (size_t)s->uk->mr, &floats) ||
-      !cp_mul(floats, sizeof(float), &setup->packed_weight_bytes))
+  /* bfloat16: the pair kernels where the CPU has them, else fp32 from widened panels */
+  s->uk = layer->dtype == CONVPOOL_BFLOAT16 ? cp_cl_ukernel_select(cpu->isa, 2) : NULL;
+  if (s->uk == NULL) s->uk = cp_cl_ukernel_select(cpu->isa, 1);
+  const cp_weight_blocks wb = cp_direct_weight_blocks(layer, s->uk);
+  size_t block_bytes;
+  if (!cp_size_weights_blocked(&wb, &setup->packed_weight_bytes, &block_bytes))
     return cp_fail(CONVPOOL_INVALID_ARGUMENT,
                    "weights [%lld, %lld, %lld, %lld] have a byte count that overflows",
                    (long long)layer->c_out, (long long)layer->c_in, (long long)layer->k,
@@ -188,24 +200,10 @@ static convpool_status cp_direct_setup(const cp_layer *layer, const cp_cpu *cpu,
   return CONVPOOL_SUCCESS;
 }
 
-/* Block b (of conv group g = b / blocks per group), channel c of the group,
-   tap t, lane m at ((b * c_in / groups + c) * taps + t) * MR + m; the lanes
-   past the group's last output channel are zero. */
 static void cp_direct_pack_weights(const cp_layer *layer, const cp_algo_setup *setup,
                                    const void *weights, float *packed) {
-  const size_t mr = (size_t)cp_direct_setup_of(setup)->uk->mr;
-  const size_t cig = (size_t)(layer->c_in / layer->groups), taps = (size_t)(layer->k * layer->k);
-  const size_t cpg = (size_t)(layer->c_out / layer->groups), per_group = (cpg + mr - 1) / mr;
-  const size_t blocks = cp_direct_blocks(layer, mr);
-  for (size_t b = 0; b < blocks; b++)
-    for (size_t c = 0; c < cig; c++)
-      for (size_t t = 0; t < taps; t++) {
-        float *to = packed + ((b * cig + c) * taps + t) * mr;
-        for (size_t m = 0; m < mr; m++) {
-          const size_t j = (b % per_group) * mr + m, co = (b / per_group) * cpg + j;
-          to[m] = j < cpg ? cp_load_elem(layer->dtype, weights, (co * cig + c) * taps + t) : 0.0f;
-        }
-      }
+  const cp_weight_blocks wb = cp_direct_weight_blocks(layer, cp_direct_setup_of(setup)->uk);
+  cp_pack_weights_blocked(layer->dtype, weights, &wb, packed);
 }
 
 /* Items start on any conv row and span the conv width (a unit of ow
@@ -250,9 +248,9 @@ static size_t cp_direct_channel_stride(size_t floats) {
 
 /* Whether a block's weights fit the one-pass rule (tiles aside). */
 static int cp_direct_one_pass(const cp_plan *pl) {
-  const size_t mr = (size_t)cp_direct_setup_of(pl->setup)->uk->mr;
-  const size_t bytes =
-      (size_t)(pl->c_in / pl->groups) * (size_t)(pl->k * pl->k) * mr * sizeof(float);
+  const cp_cl_ukernel *uk = cp_direct_setup_of(pl->setup)->uk;
+  const size_t bytes = cp_direct_group_steps(pl->c_in, pl->groups, uk) * (size_t)(pl->k * pl->k) *
+                       (size_t)uk->mr * sizeof(float);
   return pl->setup->isa >= CP_ISA_AVX512 && bytes <= pl->l2_bytes / 2 &&
          bytes <= CP_DIRECT_ONE_PASS_BYTES;
 }
@@ -288,6 +286,7 @@ static int cp_direct_geometry(cp_plan *pl) {
       !cp_mul(rows, dp->cols, &cs))
     return 0;
   /* the image itself (cp_direct_reads_in_place), or the packed panel */
+  dp->group_steps = cp_direct_group_steps(pl->c_in, pl->groups, uk);
   dp->in_place = cp_direct_reads_in_place(pl);
   if (dp->in_place) {
     dp->panel.ld = (size_t)pl->width;
@@ -299,7 +298,7 @@ static int cp_direct_geometry(cp_plan *pl) {
     dp->panel.ld = dp->cols;
     cs = cp_direct_channel_stride(cs);
     dp->panel.cs = cs;
-    if (!cp_mul((size_t)pl->c_in, cs, &dp->image_floats) ||
+    if (!cp_mul((size_t)pl->groups * dp->group_steps, cs, &dp->image_floats) ||
         !cp_mul(dp->image_floats, images, &dp->panel.floats) ||
         !cp_mul(dp->panel.floats, es, &pl->panel_bytes))
       return 0;
@@ -307,10 +306,10 @@ static int cp_direct_geometry(cp_plan *pl) {
   /* at most a tile per NP columns of each row of each image (fewer when flat) */
   if (!cp_mul(conv_rows * images, (cw + np - 1) / np, &dp->tiles)) return 0;
   const size_t l1 = pl->l1_bytes > 16384 ? pl->l1_bytes : 16384;
-  const size_t cig = (size_t)(pl->c_in / pl->groups), per_channel = taps * mr * es;
-  dp->kc = l1 / 2 / per_channel;
+  const size_t per_step = taps * mr * es;
+  dp->kc = l1 / 2 / per_step;
   if ((images * conv_rows * cw + np - 1) / np <= CP_DIRECT_ONE_PASS_TILES && cp_direct_one_pass(pl))
-    dp->kc = cig; /* one pass */
+    dp->kc = dp->group_steps; /* one pass */
   if (dp->kc < 1) dp->kc = 1;
   pl->buf_row_ld = cw;                 /* compact rows: the kernels write only an item's columns */
   pl->buf_image_cols = conv_rows * cw; /* images side by side (plan.h: images) */
@@ -398,7 +397,10 @@ static int64_t cp_direct_images_per_item(const cp_plan *pl) {
     const double cols = (double)((pl->ow - 1) * pl->conv_stride + pl->extent);
     if (rows * cols > 1e9) return 1;
     const size_t cs = cp_direct_channel_stride((size_t)(rows * cols));
-    const double bytes = (double)pl->c_in * (double)cs * sizeof(float);
+    const double steps =
+        (double)pl->groups *
+        (double)cp_direct_group_steps(pl->c_in, pl->groups, cp_direct_setup_of(pl->setup)->uk);
+    const double bytes = steps * (double)cs * sizeof(float);
     while (images > 1 && (double)images * bytes > (double)pl->panel_budget) images--;
   }
   return images;
@@ -412,7 +414,7 @@ static double cp_direct_item_cost(const cp_plan *pl) {
   /* flat tiles where the item spans the conv width (cp_direct_tiles) */
   const double positions = (double)pl->conv_rows * (double)pl->conv_cols;
   const double tiles = pl->col_block >= pl->pw ? ceil(positions / uk->np) : (double)dp->tiles;
-  const double lanes = tiles * uk->np * (double)(pl->c_in / pl->groups) * (double)(pl->k * pl->k) *
+  const double lanes = tiles * uk->np * (double)dp->group_steps * (double)(pl->k * pl->k) *
                        (double)pl->co_blocks * uk->mr;
   const double copy = pl->cfg->copy_cost * (double)dp->panel.floats;
   return (lanes + copy) /
@@ -435,7 +437,7 @@ static int cp_direct_schedule(cp_plan *pl) {
   dp->slices = 1;
   if (dp->in_place) return 1; /* nothing to pack */
   if (!cp_plan_share_regions(pl)) return 0;
-  dp->slices = ((size_t)pl->c_in + CP_DIRECT_SLICE - 1) / CP_DIRECT_SLICE;
+  dp->slices = ((size_t)pl->groups * dp->group_steps + CP_DIRECT_SLICE - 1) / CP_DIRECT_SLICE;
   pl->prepare_items *= (int64_t)dp->slices;
   return 1;
 }
@@ -445,7 +447,7 @@ static float *cp_direct_region(const cp_run *r, int64_t region) {
 }
 
 /* Image b's panel of the item: input rows y0 * stride - pad_top on, columns
-   x0 * stride - pad_left on, input channels [c0, c1). */
+   x0 * stride - pad_left on, channel steps [c0, c1). */
 static void cp_direct_pack_image(const cp_run *r, const cp_item *it, int64_t b, size_t c0,
                                  size_t c1, float *panel) {
   const cp_plan *pl = r->pl;
@@ -455,10 +457,10 @@ static void cp_direct_pack_image(const cp_run *r, const cp_item *it, int64_t b, 
               (size_t)b * (size_t)pl->c_in * (size_t)pl->height * (size_t)pl->width * pl->elem_size;
   src.elem_size = pl->elem_size;
   src.c_in = pl->c_in, src.height = pl->height, src.width = pl->width;
-  src.groups = 1, src.split = 1, src.phases = 1;
-  src.group_steps = (size_t)pl->c_in;
-  src.cpack = 1;
-  src.widen = r->widen;
+  src.groups = pl->groups, src.split = 1, src.phases = 1;
+  src.group_steps = dp->group_steps;
+  src.cpack = (size_t)dp->uk->cpack;
+  src.widen = src.cpack == 1 ? r->widen : NULL; /* pairs keep the bf16 bits */
   src.ahead_rows = (size_t)pl->cfg->pack_ahead_rows;
   const size_t rows = (size_t)((it->ny - 1) * pl->conv_stride + pl->extent);
   cp_pack_panel_steps(&src, it->y0 * pl->conv_stride - pl->pad[CP_TOP], rows,
@@ -466,8 +468,8 @@ static void cp_direct_pack_image(const cp_run *r, const cp_item *it, int64_t b, 
                       panel);
 }
 
-/* The item's panels, channels [c0, c1): each of its images', one after the
-   other. */
+/* The item's panels, channel steps [c0, c1): each of its images', one
+   after the other. */
 static void cp_direct_pack(const cp_run *r, const cp_item *it, size_t c0, size_t c1, float *panel) {
   const cp_direct_plan *dp = CP_ALGO_STATE(const cp_direct_plan, r->pl->state);
   for (int64_t j = 0; j < it->nb; j++)
@@ -476,11 +478,12 @@ static void cp_direct_pack(const cp_run *r, const cp_item *it, size_t c0, size_t
 
 /* Slice `index % slices` of region `index / slices`. */
 static void cp_direct_prepare(const cp_run *r, int64_t index) {
-  const size_t slices = CP_ALGO_STATE(const cp_direct_plan, r->pl->state)->slices;
-  const int64_t region = index / (int64_t)slices;
-  const size_t c0 = (size_t)(index % (int64_t)slices) * CP_DIRECT_SLICE, c_in = (size_t)r->pl->c_in;
+  const cp_direct_plan *dp = CP_ALGO_STATE(const cp_direct_plan, r->pl->state);
+  const int64_t region = index / (int64_t)dp->slices;
+  const size_t steps = (size_t)r->pl->groups * dp->group_steps;
+  const size_t c0 = (size_t)(index % (int64_t)dp->slices) * CP_DIRECT_SLICE;
   const cp_item it = cp_item_of(r->pl, region * r->pl->co_groups);
-  cp_direct_pack(r, &it, c0, c0 + CP_DIRECT_SLICE < c_in ? c0 + CP_DIRECT_SLICE : c_in,
+  cp_direct_pack(r, &it, c0, c0 + CP_DIRECT_SLICE < steps ? c0 + CP_DIRECT_SLICE : steps,
                  cp_direct_region(r, region));
 }
 
@@ -493,7 +496,8 @@ static const float *cp_direct_pack_item(const cp_run *r, cp_item *it, float *pan
                 (size_t)pl->width +
             (size_t)(it->x0 * pl->conv_stride));
   if (pl->prepare_items > 0) return cp_direct_region(r, cp_item_region(pl, it));
-  cp_direct_pack(r, it, 0, (size_t)pl->c_in, panel);
+  const cp_direct_plan *dp = CP_ALGO_STATE(const cp_direct_plan, pl->state);
+  cp_direct_pack(r, it, 0, (size_t)pl->groups * dp->group_steps, panel);
   return panel;
 }
 
@@ -569,7 +573,7 @@ static const float *cp_direct_compute_block(const cp_run *r, const cp_item *it, 
   const cp_direct_plan *dp = CP_ALGO_STATE(const cp_direct_plan, pl->state);
   const cp_cl_ukernel *uk = dp->uk;
   const size_t np = (size_t)uk->np, mr = (size_t)uk->mr, cs = dp->panel.cs;
-  const size_t taps = (size_t)(pl->k * pl->k), cig = (size_t)(pl->c_in / pl->groups);
+  const size_t taps = (size_t)(pl->k * pl->k), gs = dp->group_steps;
   float *partial = buf + dp->partial;
   cp_direct_tile *tile = (cp_direct_tile *)(void *)(buf + dp->geom);
   ptrdiff_t *off = (ptrdiff_t *)(void *)(buf + dp->offsets);
@@ -584,11 +588,11 @@ static const float *cp_direct_compute_block(const cp_run *r, const cp_item *it, 
     cp_direct_tiles(pl, it, np, flat, lanes, tile);
   }
   const size_t tiles = cp_direct_tile_count(pl, it, np, flat);
-  const float *w = r->packed + (size_t)cb * cig * taps * mr;
-  panel += (size_t)cp_block_group(pl, cb) * cig * cs; /* the group's channels */
-  for (size_t c0 = 0; c0 < cig; c0 += dp->kc) {
-    const size_t kn = cig - c0 < dp->kc ? cig - c0 : dp->kc;
-    const int store = c0 + kn == cig && lanes == 0; /* the last pass, to channel rows */
+  const float *w = r->packed + (size_t)cb * gs * taps * mr;
+  panel += (size_t)cp_block_group(pl, cb) * gs * cs; /* the group's channel steps */
+  for (size_t c0 = 0; c0 < gs; c0 += dp->kc) {
+    const size_t kn = gs - c0 < dp->kc ? gs - c0 : dp->kc;
+    const int store = c0 + kn == gs && lanes == 0; /* the last pass, to channel rows */
     for (size_t i = 0; i < tiles; i++)
       uk->fn(panel + c0 * cs, cs, tile[i].pos, off, taps, kn, w + c0 * taps * mr,
              partial + i * np * mr, c0 == 0, store ? buf + tile[i].col : NULL, pl->buf_cols,
@@ -604,16 +608,16 @@ static size_t cp_direct_streamed_weight_bytes(const cp_plan *pl) {
 static void cp_direct_describe(const cp_plan *pl, char *text, size_t capacity) {
   const cp_direct_plan *dp = CP_ALGO_STATE(const cp_direct_plan, pl->state);
   const cp_cl_ukernel *uk = dp->uk;
-  snprintf(text, capacity,
-           "register tile  %d output channels (in the lanes) x %d conv positions, row after row "
-           "(input broadcast); %lld channel blocks\n"
-           "panel          %lld pooled rows x %lld pooled columns: conv %lld rows (%lld input "
-           "rows) x %lld columns x %lld channels, fp32, %s; stride and dilation read in place\n",
-           uk->mr, uk->np, (long long)pl->co_blocks, (long long)pl->group, (long long)pl->col_block,
-           (long long)pl->conv_rows,
-           (long long)((pl->conv_rows - 1) * pl->conv_stride + pl->extent),
-           (long long)pl->conv_cols, (long long)pl->c_in,
-           dp->in_place ? "the source itself (no conv padding): nothing packed" : "packed");
+  snprintf(
+      text, capacity,
+      "register tile  %d output channels (in the lanes) x %d conv positions, row after row "
+      "(input broadcast); %lld channel blocks\n"
+      "panel          %lld pooled rows x %lld pooled columns: conv %lld rows (%lld input "
+      "rows) x %lld columns x %lld channels, %s, %s; stride and dilation read in place\n",
+      uk->mr, uk->np, (long long)pl->co_blocks, (long long)pl->group, (long long)pl->col_block,
+      (long long)pl->conv_rows, (long long)((pl->conv_rows - 1) * pl->conv_stride + pl->extent),
+      (long long)pl->conv_cols, (long long)pl->c_in, uk->cpack == 2 ? "bf16 channel pairs" : "fp32",
+      dp->in_place ? "the source itself (no conv padding): nothing packed" : "packed");
 }
 
 const cp_algorithm cp_algorithm_direct = {

@@ -136,7 +136,7 @@ static convpool_status cp_wino_setup_kinds(const cp_layer *layer, const cp_cpu *
   if (st != CONVPOOL_SUCCESS) return st;
   cp_wino_setup *ws = CP_ALGO_STATE(cp_wino_setup, s->state);
   const int f43 = kinds >> CP_WINO_F43 & 1;
-  ws->cl = cp_cl_ukernel_select(cpu->isa);
+  ws->cl = cp_cl_ukernel_select(cpu->isa, 1);
   ws->cl_offset = 0;
   ws->cl_kinds = (kinds & 1u << CP_WINO_F23) | (f43 && cp_wino_f43_on_cl(layer, cpu) ? 1u : 0u);
   if (!f43) { /* F(2x2, 3x3) alone: no shift-reduce weights; its kernel's blocks */

@@ -15,8 +15,11 @@
  *   CP_FN                  function name (one kernel per file)
  *   CP_MRV, CP_NP          vectors of channels, and positions, per tile
  *   CP_LANES               fp32 lanes of a vector
- *   CP_VEC, CP_ZERO(), CP_LOAD(p), CP_STORE(p, v) (aligned), CP_BCAST(p)
- *   CP_MAC(acc, w, x)      acc + w * x, one rounding
+ *   CP_VEC, CP_ZERO(), CP_LOAD(p), CP_STORE(p, v) (aligned)   the fp32 sums
+ *   CP_WVEC, CP_WLOAD(p)   a vector of weights (fp32, or bf16 pairs)
+ *   CP_XVEC, CP_BCAST(p)   one 32-bit input element in every lane
+ *   CP_MAC(acc, w, x)      acc + w * x (one rounding for fp32; both products
+ *                          of each lane's pair for bf16)
  */
 #include <immintrin.h>
 
@@ -28,12 +31,12 @@
 static inline __attribute__((always_inline)) void cp_cl_step(const float *const *xp, ptrdiff_t o,
                                                              const float *w,
                                                              CP_VEC acc[CP_NP][CP_MRV]) {
-  CP_VEC wv[CP_MRV];
+  CP_WVEC wv[CP_MRV];
 #pragma GCC unroll 4
-  for (int v = 0; v < CP_MRV; v++) wv[v] = CP_LOAD(w + CP_LANES * v);
+  for (int v = 0; v < CP_MRV; v++) wv[v] = CP_WLOAD(w + CP_LANES * v);
 #pragma GCC unroll 16
   for (int p = 0; p < CP_NP; p++) {
-    const CP_VEC b = CP_BCAST(xp[p] + o);
+    const CP_XVEC b = CP_BCAST(xp[p] + o);
 #pragma GCC unroll 4
     for (int v = 0; v < CP_MRV; v++) acc[p][v] = CP_MAC(acc[p][v], wv[v], b);
   }

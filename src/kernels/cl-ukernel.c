@@ -2,8 +2,8 @@
 #include "cl-ukernel.h"
 
 static const cp_cl_ukernel cp_cl_ukernels[] = {
-#define CP_CL_UKERNEL(mr, np, isa, ISA) \
-  {"f32-cl-" #mr "x" #np "-" #isa, ISA, mr, np, cp_f32_cl_ukernel_##mr##x##np##__##isa},
+#define CP_CL_UKERNEL(dt, cpack, mr, np, isa, ISA) \
+  {#dt "-cl-" #mr "x" #np "-" #isa, ISA, cpack, mr, np, cp_##dt##_cl_ukernel_##mr##x##np##__##isa},
 #include "cl-ukernels.inc"
 #undef CP_CL_UKERNEL
 };
@@ -13,11 +13,11 @@ const cp_cl_ukernel *cp_cl_ukernel_list(size_t *count) {
   return cp_cl_ukernels;
 }
 
-const cp_cl_ukernel *cp_cl_ukernel_select(cp_isa isa) {
+const cp_cl_ukernel *cp_cl_ukernel_select(cp_isa isa, int cpack) {
   const cp_cl_ukernel *best = NULL;
   for (size_t i = 0; i < sizeof cp_cl_ukernels / sizeof cp_cl_ukernels[0]; i++) {
     const cp_cl_ukernel *u = &cp_cl_ukernels[i];
-    if (u->isa <= isa && (best == NULL || u->isa > best->isa)) best = u;
+    if (u->cpack == cpack && u->isa <= isa && (best == NULL || u->isa > best->isa)) best = u;
   }
   return best;
 }
@@ -31,7 +31,7 @@ const cp_cl_ukernel *cp_cl_ukernel_for_positions(const cp_cl_ukernel *uk, size_t
   const cp_cl_ukernel *best = uk;
   for (size_t i = 0; i < sizeof cp_cl_ukernels / sizeof cp_cl_ukernels[0]; i++) {
     const cp_cl_ukernel *u = &cp_cl_ukernels[i];
-    if (u->isa == uk->isa && u->mr == uk->mr &&
+    if (u->isa == uk->isa && u->cpack == uk->cpack && u->mr == uk->mr &&
         cp_cl_tiles_cost(u, positions) < cp_cl_tiles_cost(best, positions))
       best = u;
   }

@@ -20,6 +20,16 @@
  * otherwise out[m*out_ld + p] = acc[p][m] for m < MR and p < n (1 <= n <=
  * NP) and nothing else is written. x is read for every p < NP whatever n:
  * the caller makes sure every pos[p] is a valid position.
+ *
+ * Pair kernels (cpack 2, bf16 storage, vdpbf16ps) read x and w as 32-bit
+ * elements that each hold two bf16 input channels (2c in the low half, 2c+1
+ * in the high half, as pack.h's panels and blocked weights), c_in counts
+ * those pairs, and each (c, t) step adds both products of the pair to the
+ * fp32 sum as the instruction does: subnormal bf16 inputs read as zero and
+ * subnormal results flushed to zero, the two products rounded at most twice
+ * in an order the instruction defines (the same for every lane and every
+ * call, so the results above still do not depend on the lane, the tile or
+ * the passes).
  */
 #ifndef CONVPOOL_CL_UKERNEL_H
 #define CONVPOOL_CL_UKERNEL_H
@@ -35,8 +45,9 @@ typedef void (*cp_cl_ukernel_fn)(const float *x, size_t cs, const ptrdiff_t *pos
 typedef struct cp_cl_ukernel {
   const char *name;
   cp_isa isa;
-  int mr; /* output channels per tile (whole vectors) */
-  int np; /* conv positions per tile */
+  int cpack; /* input channels per 32-bit element of x and w: 1 (fp32), 2 (bf16 pairs) */
+  int mr;    /* output channels per tile (whole vectors) */
+  int np;    /* conv positions per tile */
   cp_cl_ukernel_fn fn;
 } cp_cl_ukernel;
 
@@ -44,21 +55,22 @@ typedef struct cp_cl_ukernel {
 #define CP_CL_MAX_NP 16
 
 /* Declarations of every kernel in cl-ukernels.inc. */
-#define CP_CL_UKERNEL(mr, np, isa, ISA)                                                         \
-  void cp_f32_cl_ukernel_##mr##x##np##__##isa(const float *, size_t, const ptrdiff_t *,         \
-                                              const ptrdiff_t *, size_t, size_t, const float *, \
-                                              float *, int, float *, size_t, size_t);
+#define CP_CL_UKERNEL(dt, cpack, mr, np, isa, ISA)                                                 \
+  void cp_##dt##_cl_ukernel_##mr##x##np##__##isa(const float *, size_t, const ptrdiff_t *,         \
+                                                 const ptrdiff_t *, size_t, size_t, const float *, \
+                                                 float *, int, float *, size_t, size_t);
 #include "cl-ukernels.inc"
 #undef CP_CL_UKERNEL
 
 /* Every listed kernel, in the order of cl-ukernels.inc (for tests). */
 const cp_cl_ukernel *cp_cl_ukernel_list(size_t *count);
 
-/* The kernel of the best listed ISA not above `isa` (never NULL: the
-   portable one is listed): the first listed of that ISA. */
-const cp_cl_ukernel *cp_cl_ukernel_select(cp_isa isa);
+/* The kernel of `cpack` (1: fp32, 2: bf16 pairs) of the best listed ISA
+   not above `isa`: the first listed of that ISA; NULL where none is (never
+   for cpack 1: the portable one is listed). */
+const cp_cl_ukernel *cp_cl_ukernel_select(cp_isa isa, int cpack);
 
-/* Of uk and the listed kernels of its ISA and MR (the same weight layout,
+/* Of uk and the listed kernels of its ISA, cpack and MR (the same weight layout,
    the same sums: each output's terms in the same order whatever NP), the one
    whose tiles cover `positions` at the least cost, counted as each tile's
    positions (used or not) plus one for the tile's own work (its weight

@@ -6,6 +6,9 @@
 #define CP_ZERO() _mm512_setzero_ps()
 #define CP_LOAD(p) _mm512_loadu_ps(p)
 #define CP_STORE(p, v) _mm512_store_ps(p, v)
+#define CP_WVEC __m512
+#define CP_WLOAD(p) CP_LOAD(p)
+#define CP_XVEC __m512
 #define CP_BCAST(p) _mm512_set1_ps(*(p))
 #define CP_MAC(acc, w, x) _mm512_fmadd_ps(w, x, acc)
 #include "cl-template.h"

@@ -6,9 +6,12 @@
  * Each kernel against a scalar model of its contract (cl-ukernel.h) over
  * random channel counts, taps at random offsets, positions at random offsets
  * (a conv stride, rows, repeated tail lanes), partial tiles (n < NP) and
- * output rows apart by more than n: bit for bit (the model sums in the
- * kernel's (c, t) order, with fmaf for the FMA kernels and a product then a
- * sum for the portable one), and nothing written outside the MR x n values.
+ * output rows apart by more than n: fp32 kernels bit for bit (the model sums
+ * in the kernel's (c, t) order, with fmaf for the FMA kernels and a product
+ * then a sum for the portable one); bf16 pair kernels (vdpbf16ps) within a
+ * forward error bound of the exact sum (testutil.h: tu_pair_step; subnormal
+ * inputs, some among the data, read as zero). Nothing may be written outside
+ * the MR x n values.
  * The positions reversed among the lanes must give each output the same
  * bits, NaN signs included (an item's tiles change with the split), and the
  * same contraction in two passes (the first storing its partial sums, the
@@ -16,7 +19,7 @@
  * The input's buffer ends where the kernel's last read lies, so a read past
  * the contract is a read past the allocation (AddressSanitizer in the
  * sanitizer builds). NaN and Inf among the inputs propagate as in the model.
- * Each listed kernel is reachable: the default of its ISA
+ * Each listed kernel is reachable: the default of its ISA and pairing
  * (cp_cl_ukernel_select), or the member of that kernel's family that a
  * tile's worth of positions picks (cp_cl_ukernel_for_positions), whose
  * choices never leave the family nor cost more than the default.
@@ -33,8 +36,44 @@ enum { EXIT_SKIP = 77 };
 
 #define SENTINEL 12345.5f
 
+/* A random input element: an fp32 value in [-1, 1), or (pairs) two bf16
+   values there, now and then a subnormal one. */
+static uint32_t random_elem(int pair, tu_rng *rng) {
+  if (!pair) {
+    const float v = 2.0f * tu_uniform(rng) - 1.0f;
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    return u;
+  }
+  uint32_t e = 0;
+  for (int h = 0; h < 2; h++) {
+    uint16_t b = cp_float_to_bf16(2.0f * tu_uniform(rng) - 1.0f);
+    if (tu_next(rng) % 64 == 0) b = (uint16_t)((b & 0x8000u) | (1 + tu_next(rng) % 0x7f));
+    e |= (uint32_t)b << (16 * h);
+  }
+  return e;
+}
+
+/* A NaN or an infinity in element e (pairs: in one of its halves). */
+static void put_special(uint32_t *e, int pair, tu_rng *rng) {
+  const uint32_t f32[3] = {0x7fc00000u, 0x7f800000u, 0xff800000u};
+  const uint32_t v = f32[tu_next(rng) % 3];
+  if (!pair) {
+    *e = v;
+    return;
+  }
+  const unsigned h = (unsigned)(tu_next(rng) % 2);
+  *e = (*e & ~(0xffffu << (16 * h))) | (v >> 16) << (16 * h);
+}
+
+static float bits_f32(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
 static int check_kernel(const cp_cl_ukernel *u, tu_rng *rng) {
-  const int fused = u->isa != CP_ISA_SCALAR;
+  const int fused = u->isa != CP_ISA_SCALAR, pair = u->cpack == 2;
   const size_t mr = (size_t)u->mr, np = (size_t)u->np;
   const size_t c_in = 1 + tu_next(rng) % 40, taps = 1 + tu_next(rng) % 49;
   const size_t n = 1 + tu_next(rng) % np;
@@ -55,15 +94,15 @@ static int check_kernel(const cp_cl_ukernel *u, tu_rng *rng) {
   /* the last channel ends at its last read: nothing past it is allocated */
   const size_t x_n = (c_in - 1) * cs + max_off + max_pos + 1;
   const size_t w_n = c_in * taps * mr, out_n = (mr + 2) * out_ld + 8, out0 = out_ld + 3;
-  float *x = malloc(x_n * sizeof(float)), *w = malloc(w_n * sizeof(float));
+  uint32_t *xe = malloc(x_n * sizeof(uint32_t)), *we = malloc(w_n * sizeof(uint32_t));
+  const float *x = (const float *)(const void *)xe, *w = (const float *)(const void *)we;
   float *out = malloc(out_n * sizeof(float)), *out2 = malloc(out_n * sizeof(float));
   float *partial = aligned_alloc(64, (np * mr * sizeof(float) + 63) / 64 * 64);
-  for (size_t i = 0; i < x_n; i++) x[i] = 2.0f * tu_uniform(rng) - 1.0f;
-  for (size_t i = 0; i < w_n; i++) w[i] = 2.0f * tu_uniform(rng) - 1.0f;
+  for (size_t i = 0; i < x_n; i++) xe[i] = random_elem(pair, rng);
+  for (size_t i = 0; i < w_n; i++) we[i] = random_elem(pair, rng);
   if (tu_next(rng) % 4 == 0) { /* non-finite inputs: a few, or one in 8 (Inf - Inf: NaN) */
-    const float specials[3] = {NAN, INFINITY, -INFINITY};
     const size_t count = tu_next(rng) % 2 ? 3 : x_n / 8 + 1;
-    for (size_t i = 0; i < count; i++) x[tu_next(rng) % x_n] = specials[tu_next(rng) % 3];
+    for (size_t i = 0; i < count; i++) put_special(&xe[tu_next(rng) % x_n], pair, rng);
   }
   for (size_t i = 0; i < out_n; i++) out[i] = out2[i] = SENTINEL;
   u->fn(x, cs, pos, off, taps, c_in, w, partial, 1, out + out0, out_ld, n);
@@ -72,22 +111,38 @@ static int check_kernel(const cp_cl_ukernel *u, tu_rng *rng) {
     const size_t rel = i - out0, m = rel / out_ld, p = rel % out_ld;
     const int inside = i >= out0 && m < mr && p < n;
     float want = SENTINEL;
+    double exact = 0.0, bound = 0.0; /* pairs: the exact sum and the bound on the error */
     if (inside) {
       want = 0.0f;
       for (size_t c = 0; c < c_in; c++)
         for (size_t t = 0; t < taps; t++) {
-          const float xv = x[c * cs + (size_t)(off[t] + pos[p])], wv = w[(c * taps + t) * mr + m];
+          const uint32_t xb = xe[c * cs + (size_t)(off[t] + pos[p])],
+                         wb = we[(c * taps + t) * mr + m];
+          if (pair) {
+            const double ph =
+                (double)tu_bf16_daz((uint16_t)(wb >> 16)) * tu_bf16_daz((uint16_t)(xb >> 16));
+            const double pl = (double)tu_bf16_daz((uint16_t)wb) * tu_bf16_daz((uint16_t)xb);
+            tu_pair_step(&exact, &bound, ph, pl);
+            continue;
+          }
+          const float xv = bits_f32(xb), wv = bits_f32(wb);
           want = fused ? fmaf(wv, xv, want) : want + wv * xv;
         }
     }
     const float got = out[i];
-    const int same = memcmp(&got, &want, sizeof got) == 0 || (isnan(got) && isnan(want));
+    int same = memcmp(&got, &want, sizeof got) == 0 || (isnan(got) && isnan(want));
+    if (inside && pair) { /* NaN for NaN, the infinity for an infinity, else within the bound */
+      want = (float)exact;
+      same = isnan(exact)   ? isnan(got) != 0
+             : isinf(exact) ? (double)got == exact
+                            : !isnan(got) && fabs((double)got - exact) <= bound;
+    }
     if (!same) {
       if (inside)
         printf(
             "%s: c_in=%zu taps=%zu n=%zu out_ld=%zu: channel %zu position %zu: got %.9g "
-            "want %.9g\n",
-            u->name, c_in, taps, n, out_ld, m, p, got, want);
+            "want %.9g%s\n",
+            u->name, c_in, taps, n, out_ld, m, p, got, want, pair ? " (beyond the bound)" : "");
       else
         printf(
             "%s: c_in=%zu taps=%zu n=%zu out_ld=%zu: wrote element %zu outside its MR x n "
@@ -128,7 +183,7 @@ static int check_kernel(const cp_cl_ukernel *u, tu_rng *rng) {
       ok = 0;
     }
   }
-  free(x), free(w), free(out), free(out2), free(partial);
+  free(xe), free(we), free(out), free(out2), free(partial);
   return ok;
 }
 
@@ -152,11 +207,11 @@ int main(int argc, char **argv) {
   }
   /* reachable: select's kernel of its ISA, or one of that kernel's family
      (same ISA and MR) that a tile's worth of positions picks */
-  const cp_cl_ukernel *base = cp_cl_ukernel_select(u->isa);
-  if (base->isa != u->isa || base->mr != u->mr ||
+  const cp_cl_ukernel *base = cp_cl_ukernel_select(u->isa, u->cpack);
+  if (base == NULL || base->isa != u->isa || base->cpack != u->cpack || base->mr != u->mr ||
       cp_cl_ukernel_for_positions(base, (size_t)u->np) != u) {
-    printf("%s: neither select(%s) (%s) nor its family for %d positions gives it\n", u->name,
-           cp_isa_name(u->isa), base->name, u->np);
+    printf("%s: neither select(%s, %d) (%s) nor its family for %d positions gives it\n", u->name,
+           cp_isa_name(u->isa), u->cpack, base ? base->name : "none", u->np);
     return 1;
   }
   /* the family's choice never leaves the family, and never costs more than
@@ -167,7 +222,8 @@ int main(int argc, char **argv) {
         (positions + (size_t)base->np - 1) / (size_t)base->np * ((size_t)base->np + 1);
     const size_t got_cost =
         (positions + (size_t)got->np - 1) / (size_t)got->np * ((size_t)got->np + 1);
-    if (got->isa != base->isa || got->mr != base->mr || got_cost > base_cost) {
+    if (got->isa != base->isa || got->cpack != base->cpack || got->mr != base->mr ||
+        got_cost > base_cost) {
       printf("%s: for %zu positions the family gives %s\n", base->name, positions, got->name);
       return 1;
     }

@@ -90,10 +90,6 @@ static float u2f(uint32_t u) {
 static float bf16_raw(uint16_t h) {
   return u2f((uint32_t)h << 16);
 }
-/* The same with a subnormal input read as zero (vdpbf16ps's DAZ). */
-static float bf16_daz(uint16_t h) {
-  return bf16_raw((h & 0x7f80u) == 0 ? (uint16_t)(h & 0x8000u) : h);
-}
 /* vdpbf16ps's FTZ: a subnormal result becomes a zero of the same sign. */
 static float ftz(float v) {
   return fabsf(v) < FLT_MIN ? copysignf(0.0f, v) : v;
@@ -341,7 +337,6 @@ static void oracle_element(const tcase *t, int pair, int mr, const uint32_t *x, 
     e->unfused[at] = f2u(unfused);
     return;
   }
-  const double u = 0x1p-24, tiny = 0x1p-126;
   double s = 0.0, err = 0.0, abs_sum = 0.0;
   float model = 0.0f;
   for (size_t c = 0; c < t->c_in; c++)
@@ -349,20 +344,14 @@ static void oracle_element(const tcase *t, int pair, int mr, const uint32_t *x, 
       for (size_t j = 0; j < k; j++) {
         const uint32_t xe = x[c * t->cs + i * t->rs + j + (size_t)n];
         const uint32_t we = w[((c * k + i) * k + j) * (size_t)mr + (size_t)m];
-        const float xh = bf16_daz((uint16_t)(xe >> 16)), xl = bf16_daz((uint16_t)xe);
-        const float wh = bf16_daz((uint16_t)(we >> 16)), wl = bf16_daz((uint16_t)we);
+        const float xh = tu_bf16_daz((uint16_t)(xe >> 16)), xl = tu_bf16_daz((uint16_t)xe);
+        const float wh = tu_bf16_daz((uint16_t)(we >> 16)), wl = tu_bf16_daz((uint16_t)we);
         /* The SDM model: odd (high) element first, then even (low). */
         model = ftz(fmaf(wh, xh, model));
         model = ftz(fmaf(wl, xl, model));
         /* Products of bf16 values are exact in double (and in fp32). */
         const double ph = (double)wh * xh, pl = (double)wl * xl;
-        /* Largest value any one rounding of this step can see, in any order. */
-        double big = fabs(s + ph);
-        big = fmax(big, fabs(s + pl));
-        big = fmax(big, fabs(ph + pl));
-        big = fmax(big, fabs(s + ph + pl));
-        err += u * (2.0 + u) * (big + err) + 4.0 * tiny;
-        s += ph + pl;
+        tu_pair_step(&s, &err, ph, pl);
         abs_sum += fabs(ph) + fabs(pl);
       }
   e->fused[at] = f2u(model);
@@ -811,7 +800,7 @@ static void model_f32(const void *xv, size_t cs, size_t rs, size_t c_in, size_t 
 static void model_bf16(const void *xv, size_t cs, size_t rs, size_t c_in, size_t k, const float *wf,
                        float *tile, size_t ld, int accumulate, const cp_sr_finish *finish) {
   const uint32_t *x = xv, *w = (const uint32_t *)(const void *)wf;
-  float (*in)(uint16_t) = g_flaw == FLAW_NO_DAZ ? bf16_raw : bf16_daz;
+  float (*in)(uint16_t) = g_flaw == FLAW_NO_DAZ ? bf16_raw : tu_bf16_daz;
   for (size_t m = 0; m < MODEL_MR; m++)
     for (size_t n = 0; n < MODEL_NR; n++) {
       float acc = accumulate && g_flaw != FLAW_NO_CONTINUE ? tile[m * ld + n] : 0.0f;

@@ -1,0 +1,5 @@
+/* bf16 channels-in-lanes microkernel, 32 channels x 7 positions, AVX512_BF16. */
+#define CP_FN cp_bf16_cl_ukernel_32x7__avx512bf16
+#define CP_MRV 2
+#define CP_NP 7
+#include "bf16-cl-avx512bf16.h"
