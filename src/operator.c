@@ -32,12 +32,12 @@ struct convpool_op {
   convpool_algo requested; /* as asked (auto, or a named algorithm) */
   const cp_algorithm *algo;
   cp_algo_setup setup;
-  cp_handover handover;                /* the setup packs_for asked for; algo NULL: none */
-  int threads;                         /* of its own pool; 0 on the shared pool */
-  int shared;                          /* runs on the process-wide pool */
-  int rows_per_item;                   /* forced, or 0 */
-  convpool_allocator allocator_copy;   /* the caller's struct need not outlive the op */
-  const convpool_allocator *allocator; /* &allocator_copy */
+  cp_handover handover[CP_MAX_HANDOVERS]; /* the setups packs_for asked for; algo NULL past them */
+  int threads;                            /* of its own pool; 0 on the shared pool */
+  int shared;                             /* runs on the process-wide pool */
+  int rows_per_item;                      /* forced, or 0 */
+  convpool_allocator allocator_copy;      /* the caller's struct need not outlive the op */
+  const convpool_allocator *allocator;    /* &allocator_copy */
   cp_widen_fn widen; /* 16-bit dtype -> fp32 rows (panel packing); NULL for fp32 */
   cp_epilogue epilogue;
   unsigned char *scratch; /* per-thread scratch, kept between runs */
@@ -95,7 +95,7 @@ static convpool_status cp_op_claim(convpool_op *op, int to, const char *what) {
 static convpool_status cp_op_plan_threads(const convpool_op *op, int threads, int64_t batch,
                                           int64_t height, int64_t width, cp_plan *pl) {
   if (op->requested == CONVPOOL_ALGO_AUTO)
-    return cp_plan_make_auto(&op->layer, op->algo, &op->setup, &op->handover, threads,
+    return cp_plan_make_auto(&op->layer, op->algo, &op->setup, op->handover, threads,
                              op->rows_per_item, batch, height, width, pl);
   return cp_plan_make(&op->layer, op->algo, &op->setup, threads, op->rows_per_item, batch, height,
                       width, pl);
@@ -190,23 +190,26 @@ static convpool_status cp_op_create(const convpool_layer *public_layer, const vo
   memset(&setup, 0, sizeof setup);
   setup.auto_choice = o->algo == CONVPOOL_ALGO_AUTO;
   if ((st = algo->setup(&layer, cpu, &setup)) != CONVPOOL_SUCCESS) return st;
-  cp_handover handover;
-  memset(&handover, 0, sizeof handover);
-  if (setup.auto_choice && algo->packs_for != NULL) { /* room for another's weights */
+  cp_handover handover[CP_MAX_HANDOVERS];
+  memset(handover, 0, sizeof handover);
+  int handovers = 0; /* room for others' weights */
+  for (int i = 0; setup.auto_choice && algo->packs_for != NULL && i < CP_MAX_HANDOVERS; i++) {
     size_t offset = 0;
-    const cp_algorithm *to = algo->packs_for(&setup, &offset);
-    if (to != NULL && to->setup(&layer, cpu, &handover.setup) == CONVPOOL_SUCCESS &&
+    const cp_algorithm *to = algo->packs_for(&setup, i, &offset);
+    if (to == NULL) break;
+    cp_handover *h = &handover[handovers];
+    if (to->setup(&layer, cpu, &h->setup) == CONVPOOL_SUCCESS &&
         offset <= setup.packed_weight_bytes / sizeof(float) &&
-        handover.setup.packed_weight_bytes <= setup.packed_weight_bytes - offset * sizeof(float))
-      handover.algo = to, handover.packed_offset = offset;
+        h->setup.packed_weight_bytes <= setup.packed_weight_bytes - offset * sizeof(float))
+      h->algo = to, h->packed_offset = offset, handovers++;
     else
-      memset(&handover, 0, sizeof handover); /* no hand-over: the runs stay algo's */
+      memset(h, 0, sizeof *h); /* no hand-over to it: those runs stay algo's */
     cp_clear_error();
   }
-  /* the bias covers the channel blocks of both setups */
+  /* the bias covers the channel blocks of every setup */
   size_t mr = (size_t)setup.co_block, co_padded = ((size_t)c_out + mr - 1) / mr * mr;
-  if (handover.algo != NULL) {
-    mr = (size_t)handover.setup.co_block;
+  for (int i = 0; i < handovers; i++) {
+    mr = (size_t)handover[i].setup.co_block;
     const size_t other = ((size_t)c_out + mr - 1) / mr * mr;
     if (other > co_padded) co_padded = other;
   }
@@ -221,7 +224,7 @@ static convpool_status cp_op_create(const convpool_layer *public_layer, const vo
   op->requested = o->algo;
   op->algo = algo;
   op->setup = setup;
-  op->handover = handover;
+  memcpy(op->handover, handover, sizeof handover);
   op->shared = o->shared_pool;
   op->threads = op->shared ? 0 : o->threads > 0 ? o->threads : cp_cpu_usable_now(); /* now */
   op->rows_per_item = o->rows_per_item;
@@ -248,9 +251,9 @@ static convpool_status cp_op_create(const convpool_layer *public_layer, const vo
     op->times_count = op->threads;
   }
   algo->pack_weights(&layer, &setup, weights, op->packed);
-  if (handover.algo != NULL)
-    handover.algo->pack_weights(&layer, &op->handover.setup, weights,
-                                op->packed + handover.packed_offset);
+  for (int i = 0; i < handovers; i++)
+    handover[i].algo->pack_weights(&layer, &op->handover[i].setup, weights,
+                                   op->packed + handover[i].packed_offset);
   int bias_finite = 1;
   for (size_t co = 0; co < bias_bytes / sizeof(float); co++) {
     op->bias[co] = bias != NULL && co < (size_t)c_out ? cp_load_elem(dtype, bias, co) : 0.0f;
@@ -260,9 +263,10 @@ static convpool_status cp_op_create(const convpool_layer *public_layer, const vo
   /* blocks left channels in lanes only where the epilogue pools that layout */
   if (op->epilogue.lanes_row == NULL || op->setup.lanes % 8 != 0 || op->setup.lanes > CP_LANES_MAX)
     op->setup.lanes = 0;
-  if (op->epilogue.lanes_row == NULL || op->handover.setup.lanes % 8 != 0 ||
-      op->handover.setup.lanes > CP_LANES_MAX)
-    op->handover.setup.lanes = 0;
+  for (int i = 0; i < handovers; i++)
+    if (op->epilogue.lanes_row == NULL || op->handover[i].setup.lanes % 8 != 0 ||
+        op->handover[i].setup.lanes > CP_LANES_MAX)
+      op->handover[i].setup.lanes = 0;
   if (op->shared) { /* its threads start with the first operator on it */
     if ((st = cp_shared_pool_start()) != CONVPOOL_SUCCESS) goto error;
   } else if ((st = cp_threadpool_create(op->threads, a, &op->pool_threads)) != CONVPOOL_SUCCESS) {

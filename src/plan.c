@@ -508,12 +508,19 @@ static convpool_status cp_plan_run(const cp_layer *layer, const cp_algorithm *al
   pl->setup = setup;
   pl->packed_offset = 0;
   if (auto_choice && algo->hands_over != NULL) {
-    const cp_algorithm *own = handover != NULL ? handover->algo : NULL;
-    const cp_algorithm *to =
-        algo->hands_over(layer, cp_blocking_for(setup->isa), own, batch, pl->oh, pl->ow);
-    if (to != NULL) pl->handed_over = algo, pl->algo = to;
-    if (to != NULL && to == own) /* with its own setup and weights */
-      pl->setup = &handover->setup, pl->packed_offset = handover->packed_offset;
+    /* each algorithm the packed weights hold, in turn (none: NULL once) */
+    for (int i = 0; i < CP_MAX_HANDOVERS; i++) {
+      const cp_handover *h = handover != NULL ? &handover[i] : NULL;
+      const cp_algorithm *own = h != NULL ? h->algo : NULL;
+      if (i > 0 && own == NULL) break;
+      const cp_algorithm *to =
+          algo->hands_over(layer, cp_blocking_for(setup->isa), own, batch, pl->oh, pl->ow);
+      if (to == NULL) continue;
+      pl->handed_over = algo, pl->algo = to;
+      if (to == own) /* with its own setup and weights */
+        pl->setup = &h->setup, pl->packed_offset = h->packed_offset;
+      break;
+    }
   }
   setup = pl->setup;
   pl->kernel = setup->kernel, pl->positions = setup->positions;

@@ -84,7 +84,9 @@ typedef struct cp_algo_setup {
 
 /* A setup of another algorithm whose weights an auto-chosen algorithm's
    packed weights hold too (cp_algorithm.packs_for), for the runs its
-   hands_over rule gives that algorithm. */
+   hands_over rule gives that algorithm; an operator holds up to
+   CP_MAX_HANDOVERS of them. */
+#define CP_MAX_HANDOVERS 2
 typedef struct cp_handover {
   const struct cp_algorithm *algo; /* NULL: none */
   cp_algo_setup setup;             /* algo's own, as its setup hook made it */
@@ -253,8 +255,9 @@ convpool_status cp_plan_make(const cp_layer *layer, const struct cp_algorithm *a
                              int64_t batch, int64_t height, int64_t width, cp_plan *pl);
 
 /* The same, for an algorithm auto chose: the run may be handed over (the
-   algorithm's hands_over rule; to handover's algorithm with its setup, or to
-   one that reads `setup`); pl->handed_over then says so. */
+   algorithm's hands_over rule; to one of the CP_MAX_HANDOVERS handover[]
+   algorithms with its setup, those past the last one NULL, or to one that
+   reads `setup`); pl->handed_over then says so. */
 convpool_status cp_plan_make_auto(const cp_layer *layer, const struct cp_algorithm *algo,
                                   const cp_algo_setup *setup, const cp_handover *handover,
                                   int threads, int64_t rows_per_item, int64_t batch, int64_t height,

@@ -508,10 +508,11 @@ for isa in native avx2; do
   done
 done
 # bfloat16 where the CPU has the pair kernels (isa avx512bf16): auto takes shift-reduce on
-# them, which keeps a 3x3 layer's conv outputs under 14x14 and hands larger ones to Winograd
-# F(4x4,3x3) where Winograd would keep them (the same bytes as --impl winograd); direct's
-# 1x1 rule (>= 512 input channels) and its strided k >= 3 rule, but for 3x3, pass bfloat16
-# over. With avx512 alone (no pairs) the fp32 rules stay: Winograd, direct.
+# them, which hands a 3x3 layer's conv outputs of at most 14x14 over >= 256 input channels
+# to direct (its pair kernels), keeps the rest under 14x14 and hands larger ones to Winograd
+# F(4x4,3x3) where Winograd would keep them (each the same bytes as --impl of it); direct
+# takes 1x1 over >= 1024 input channels and strided k >= 3 on its pair kernels. With avx512
+# alone (no pairs) the fp32 rules stay: Winograd, direct.
 b3="--dtype bfloat16 --in-channels 64 --out-channels 64 --filter 3 --padding 1 --pool 1 --activation relu --iters 1 --warmup 0 --show-tiling"
 for isa in native avx512; do
   run_isa $b3 --height 7 --width 7 >"$tmp/b7.out" || { echo "bf16 auto at 7x7 ($isa) failed"; fail=1; }
@@ -523,20 +524,33 @@ for isa in native avx512; do
     grep -q '^auto           shift-reduce hands this run to winograd' "$tmp/b20.out" || { echo "bf16 auto at 20x20 ($isa): no hand-over line"; fail=1; }
     run_isa $b3 --height 20 --width 20 --batch 2 --impl winograd --threads 1 --dump-dir "$tmp/b20w" >/dev/null || { echo "bf16 winograd at 20x20 ($isa) failed"; fail=1; }
     cmp -s "$tmp/b20/out.bin" "$tmp/b20w/out.bin" || { echo "bf16 auto's hand-over to winograd ($isa) differs from --impl winograd"; fail=1; }
+    # 256 channels: 9x9 to direct's pair kernels, 20x20 still to Winograd
+    b256="--dtype bfloat16 --in-channels 256 --out-channels 72 --filter 3 --padding 1 --pool 1 --activation relu --iters 1 --warmup 0 --show-tiling --batch 2"
+    run_isa $b256 --height 9 --width 9 --dump-dir "$tmp/b9" >"$tmp/b9.out" || { echo "bf16 auto 256 ch at 9x9 ($isa) failed"; fail=1; }
+    grep -q '^algorithm      channels-in-lanes direct (direct), kernel bf16-cl-' "$tmp/b9.out" || { echo "bf16 auto 256 ch at 9x9 ($isa): not on direct's pair kernels"; fail=1; }
+    grep -q '^auto           shift-reduce hands this run to channels-in-lanes direct' "$tmp/b9.out" || { echo "bf16 auto 256 ch at 9x9 ($isa): no hand-over line"; fail=1; }
+    run_isa $b256 --height 9 --width 9 --impl direct --threads 1 --dump-dir "$tmp/b9d" >/dev/null || { echo "bf16 direct 256 ch at 9x9 ($isa) failed"; fail=1; }
+    cmp -s "$tmp/b9/out.bin" "$tmp/b9d/out.bin" || { echo "bf16 auto's hand-over to direct ($isa) differs from --impl direct"; fail=1; }
+    run_isa $b256 --height 20 --width 20 >"$tmp/b256w.out" || { echo "bf16 auto 256 ch at 20x20 ($isa) failed"; fail=1; }
+    grep -q '^algorithm      winograd (winograd)' "$tmp/b256w.out" || { echo "bf16 auto 256 ch at 20x20 ($isa): not handed to Winograd"; fail=1; }
     want1='shift-reduce (sr), kernel bf16-sr-'
+    wantd='channels-in-lanes direct (direct), kernel bf16-cl-'
   elif grep -q '^isa            avx512' "$tmp/b7.out"; then
     grep -q 'passed over: bfloat16 with the pair kernels' "$tmp/b7.out" && { echo "bf16 auto at 7x7 ($isa) applied the pair kernels' rule without them"; fail=1; }
     want1='channels-in-lanes direct (direct)'
+    wantd='channels-in-lanes direct (direct), kernel f32-cl-'
   else
     continue
   fi
   run_isa --dtype bfloat16 --in-channels 512 --out-channels 64 --height 7 --width 7 --filter 1 --pool 1 --iters 1 --warmup 0 --show-tiling >"$tmp/b1x1.out" || { echo "bf16 1x1 ($isa) failed"; fail=1; }
   grep -q "^algorithm      $want1" "$tmp/b1x1.out" || { echo "bf16 512 -> 64 1x1 ($isa): not on $want1"; fail=1; }
-  # a stem-like 7x7 stride 2 goes the same way; a 3x3 stride 2 stays direct's
+  run_isa --dtype bfloat16 --in-channels 1024 --out-channels 40 --height 7 --width 7 --filter 1 --pool 1 --iters 1 --warmup 0 --show-tiling >"$tmp/b1x1d.out" || { echo "bf16 1024 -> 40 1x1 ($isa) failed"; fail=1; }
+  grep -q "^algorithm      $wantd" "$tmp/b1x1d.out" || { echo "bf16 1024 -> 40 1x1 ($isa): not on $wantd"; fail=1; }
+  # a stem-like 7x7 stride 2 and a 3x3 stride 2 are direct's
   run_isa --dtype bfloat16 --in-channels 3 --out-channels 32 --height 40 --width 40 --filter 7 --stride 2 --padding 3 --pool 3 --pool-stride 2 --pool-padding 1 --iters 1 --warmup 0 --show-tiling >"$tmp/b7s2.out" || { echo "bf16 7x7 stride 2 ($isa) failed"; fail=1; }
-  grep -q "^algorithm      $want1" "$tmp/b7s2.out" || { echo "bf16 7x7 stride 2 ($isa): not on $want1"; fail=1; }
+  grep -q "^algorithm      $wantd" "$tmp/b7s2.out" || { echo "bf16 7x7 stride 2 ($isa): not on $wantd"; fail=1; }
   run_isa --dtype bfloat16 --in-channels 32 --out-channels 64 --height 20 --width 20 --filter 3 --stride 2 --padding 1 --pool 1 --iters 1 --warmup 0 --show-tiling >"$tmp/b3s2.out" || { echo "bf16 3x3 stride 2 ($isa) failed"; fail=1; }
-  grep -q "^algorithm      channels-in-lanes direct (direct)" "$tmp/b3s2.out" || { echo "bf16 3x3 stride 2 ($isa): not on direct"; fail=1; }
+  grep -q "^algorithm      $wantd" "$tmp/b3s2.out" || { echo "bf16 3x3 stride 2 ($isa): not on $wantd"; fail=1; }
 done
 # V's budget grows with U (36 MiB here): the 7 tile rows of a 28x28 image in one item,
 # U streamed once, not 6 + 1 rows in two items

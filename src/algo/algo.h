@@ -142,11 +142,12 @@ typedef struct cp_algorithm {
                                            const struct cp_algorithm *packed_for, int64_t batch,
                                            int64_t oh, int64_t ow);
 
-  /* Optional, with hands_over: the algorithm whose own weights (as its
-     pack_weights lays them out, from its own setup) a setup that auto chose
-     leaves room for at *offset floats into the packed weights, or NULL. The
-     operator sets that algorithm up and packs its weights there. */
-  const struct cp_algorithm *(*packs_for)(const cp_algo_setup *setup, size_t *offset);
+  /* Optional, with hands_over: the index-th algorithm (index <
+     CP_MAX_HANDOVERS) whose own weights (as its pack_weights lays them out,
+     from its own setup) a setup that auto chose leaves room for at *offset
+     floats into the packed weights, or NULL past the last. The operator sets
+     each up and packs its weights there. */
+  const struct cp_algorithm *(*packs_for)(const cp_algo_setup *setup, int index, size_t *offset);
 } cp_algorithm;
 
 /* Every algorithm, by name (algorithms.inc lists them). */

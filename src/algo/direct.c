@@ -136,21 +136,29 @@ static const char *cp_direct_auto_skips(const cp_layer *layer, const cp_cpu *cpu
              cp_isa_name(cpu->isa));
     return why;
   }
-  /* bfloat16 with the pair kernels: shift-reduce's products run at twice the
-     fp32 rate on half the weight bytes; direct keeps the strided 3x3 filters
+  /* bfloat16 with the pair kernels, where direct's are pair kernels too
      (Zen 5, 2 threads, one benchmark run each of the ResNet and strided
-     suites in bfloat16, direct / shift-reduce, ms: 512 -> 128 1x1 at 28x28
-     0.50 / 0.30, 512 -> 2048 1x1 at 7x7 0.47 / 0.30, 8 images of 1024 -> 256
-     1x1 at 14x14 3.18 / 1.85 and of 512 -> 2048 3.09 / 1.86, the ResNet stem
-     0.76 / 0.66 (8 images 5.71 / 4.74); direct ahead on one image of 1024 ->
-     256 1x1 at 14x14, 0.41 / 0.48, and on 3x3 stride 2: 128 -> 256 at 28x28
-     0.37 / 0.72) */
+     suites in bfloat16, direct / shift-reduce, ms): 1x1 over 1024 channels
+     or more, 1024 -> 256 at 14x14 0.25 / 0.40 (8 images 1.44 / 1.46), 2048
+     -> 512 at 7x7 0.24 / 0.32, and strided over 512 or more, 512 -> 1024
+     stride 2 at 28x28 0.51 / 0.78; the ResNet stem 0.59 / 0.69 (8 images
+     4.55 / 5.03) and the 3x3 stride 2 layers (0.19-0.24 / 0.58-0.63) as in
+     fp32. Shift-reduce stays ahead on 1x1 of fewer channels (512 -> 2048 at
+     7x7 0.30 / 0.26, 512 -> 128 at 28x28 0.25 / 0.23, 256 -> 512 stride 2
+     at 56x56 0.52 / 0.46) and hands direct the 3x3 layers' small images
+     (cp_sr_hands_over). */
   if (layer->dtype == CONVPOOL_BFLOAT16 && cp_sr_has_bf16_pairs(cpu)) {
-    if (layer->conv_stride >= 2 && layer->k == 3 && layer->groups == 1) return NULL;
+    if (layer->groups == 1 &&
+        ((layer->conv_stride >= 2 && layer->k >= 3) ||
+         (layer->k == 1 &&
+          layer->c_in >= (layer->conv_stride >= 2 ? CP_DIRECT_DEEP_1X1 : CP_DIRECT_DEEP_1X1_AVX2))))
+      return NULL;
     snprintf(why, capacity,
-             "bfloat16 with the pair kernels (isa %s): shift-reduce's kernels run at twice "
-             "the fp32 rate; direct keeps strided 3x3 filters in one group (measured rule)",
-             cp_isa_name(cpu->isa));
+             "bfloat16 with the pair kernels (isa %s): shift-reduce is as fast or faster unless "
+             "the conv is strided with k >= 3, or 1x1 over >= %d input channels (>= %d "
+             "strided), in one group (measured rule; shift-reduce hands it 3x3 runs of small "
+             "images)",
+             cp_isa_name(cpu->isa), CP_DIRECT_DEEP_1X1_AVX2, CP_DIRECT_DEEP_1X1);
     return why;
   }
   if (layer->conv_stride >= 2 && layer->k >= 3 && layer->groups == 1) return NULL;

@@ -125,8 +125,8 @@ int cp_sr_has_bf16_pairs(const cp_cpu *cpu) {
 }
 
 /*
- * Auto's hand-overs, on weights of the other algorithm's own that the
- * setup packs after the blocked ones (cp_sr_packs_for), two measured rules:
+ * Auto's hand-overs, on weights of the other algorithms' own that the
+ * setup packs after the blocked ones (cp_sr_packs_for), measured rules:
  *
  * Strided 1x1 filters (fp32, no conv padding, AVX-512): runs of one or two
  * images go to the direct algorithm, which reads the source in place at the
@@ -156,19 +156,44 @@ int cp_sr_has_bf16_pairs(const cp_cpu *cpu) {
  * suite: 256 -> 512 at 28x28 1.98 against 2.82, 512 -> 512 at 28x28 3.78
  * against 5.18). Layers of fewer than 64 channels on either side stay here
  * at every size (not measured against Winograd in bfloat16).
+ *
+ * bfloat16 3x3 filters of stride 1 over 256 input channels or more, where
+ * direct has the pair kernels too: conv outputs of at most 14x14 go to
+ * direct (before Winograd: the rule above then takes only larger ones).
+ * Zen 5, 2 threads, one benchmark run each of the ResNet and VGG-16 suites
+ * in bfloat16 once both packed channel pairs with plain row loops, direct
+ * / auto before (ms): 256 -> 256 at 14x14 0.36 / 0.49 (8 images 2.60 /
+ * 3.05, Winograd), 512 -> 512 at 14x14 1.55 / 1.76 (8 images, pool 2: 9.6
+ * / 12.1, Winograd), 8 images of 512 -> 512 at 7x7 2.78 / 3.54 (one image
+ * 0.49-0.55 / 0.51-0.56 in three runs); from 28x28 Winograd or
+ * shift-reduce is ahead (512 -> 512 at 28x28 5.49 / 5.21, 128 -> 128 0.38
+ * / 0.38).
  */
 #define CP_SR_DIRECT_MAX_BATCH 2
 #define CP_SR_WINO_MIN_CHANNELS 64
-static const cp_algorithm *cp_sr_hand_target(const cp_layer *layer, const cp_cpu *cpu) {
+#define CP_SR_DIRECT_BF16_MAX_SIDE 14
+#define CP_SR_DIRECT_BF16_MIN_CHANNELS 256
+/* Whether a bfloat16 layer on the pair kernels is one whose small images go
+   to direct (its pair kernels). */
+static int cp_sr_bf16_small_images(const cp_layer *layer) {
+  return layer->k == 3 && layer->conv_stride == 1 && layer->dilation == 1 && layer->groups == 1 &&
+         layer->c_in >= CP_SR_DIRECT_BF16_MIN_CHANNELS;
+}
+
+/* The algorithms the setup packs for, into to[]; their count. */
+static int cp_sr_hand_targets(const cp_layer *layer, const cp_cpu *cpu,
+                              const cp_algorithm *to[CP_MAX_HANDOVERS]) {
+  int n = 0;
   if (cpu->isa >= CP_ISA_AVX512 && layer->dtype == CONVPOOL_FLOAT32 && layer->k == 1 &&
       layer->conv_stride >= 2 && layer->groups == 1 && cp_unpadded(layer->pad))
-    return &cp_algorithm_direct;
+    to[n++] = &cp_algorithm_direct;
+  if (layer->dtype != CONVPOOL_BFLOAT16 || !cp_sr_has_bf16_pairs(cpu)) return n;
+  if (cp_sr_bf16_small_images(layer)) to[n++] = &cp_algorithm_direct;
   char why[256];
-  if (layer->dtype == CONVPOOL_BFLOAT16 && cp_sr_has_bf16_pairs(cpu) &&
-      layer->c_in >= CP_SR_WINO_MIN_CHANNELS && layer->c_out >= CP_SR_WINO_MIN_CHANNELS &&
+  if (layer->c_in >= CP_SR_WINO_MIN_CHANNELS && layer->c_out >= CP_SR_WINO_MIN_CHANNELS &&
       cp_algorithm_winograd.declines(layer, cpu, why, sizeof why) == NULL)
-    return &cp_algorithm_winograd;
-  return NULL;
+    to[n++] = &cp_algorithm_winograd;
+  return n;
 }
 
 static convpool_status cp_sr_setup_layer(const cp_layer *layer, const cp_cpu *cpu,
@@ -176,17 +201,19 @@ static convpool_status cp_sr_setup_layer(const cp_layer *layer, const cp_cpu *cp
   const convpool_status st = cp_sr_setup_kernels(layer, cpu, layer->dtype, layer->conv_stride, s);
   if (st != CONVPOOL_SUCCESS) return st;
   cp_sr_setup *ss = CP_ALGO_STATE(cp_sr_setup, s->state);
-  ss->hand_to = NULL, ss->hand_offset = 0;
-  const cp_algorithm *to = s->auto_choice ? cp_sr_hand_target(layer, cpu) : NULL;
-  if (to != NULL) { /* room for its weights */
+  memset(ss->hand_to, 0, sizeof ss->hand_to);
+  memset(ss->hand_offset, 0, sizeof ss->hand_offset);
+  const cp_algorithm *to[CP_MAX_HANDOVERS];
+  const int targets = s->auto_choice ? cp_sr_hand_targets(layer, cpu, to) : 0;
+  for (int i = 0, n = 0; i < targets; i++) { /* room for their weights, one after the other */
     cp_algo_setup other;
     memset(&other, 0, sizeof other);
     const size_t offset = cp_round_up(s->packed_weight_bytes, CP_CACHE_LINE) / sizeof(float);
     size_t bytes;
-    if (to->setup(layer, cpu, &other) == CONVPOOL_SUCCESS &&
+    if (to[i]->setup(layer, cpu, &other) == CONVPOOL_SUCCESS &&
         cp_add(offset * sizeof(float), other.packed_weight_bytes, &bytes))
-      ss->hand_to = to, ss->hand_offset = offset, s->packed_weight_bytes = bytes;
-    cp_clear_error(); /* without the room, every run stays here */
+      ss->hand_to[n] = to[i], ss->hand_offset[n++] = offset, s->packed_weight_bytes = bytes;
+    cp_clear_error(); /* without the room, its runs stay here */
   }
   return CONVPOOL_SUCCESS;
 }
@@ -194,6 +221,8 @@ static convpool_status cp_sr_setup_layer(const cp_layer *layer, const cp_cpu *cp
 static const cp_algorithm *cp_sr_hands_over(const cp_layer *layer, const cp_blocking *cfg,
                                             const cp_algorithm *packed_for, int64_t batch,
                                             int64_t oh, int64_t ow) {
+  if (packed_for == &cp_algorithm_direct && layer->dtype == CONVPOOL_BFLOAT16)
+    return oh <= CP_SR_DIRECT_BF16_MAX_SIDE && ow <= CP_SR_DIRECT_BF16_MAX_SIDE ? packed_for : NULL;
   if (packed_for == &cp_algorithm_direct)
     return batch <= CP_SR_DIRECT_MAX_BATCH ? packed_for : NULL;
   if (packed_for == &cp_algorithm_winograd) /* where Winograd would keep the run too */
@@ -204,11 +233,12 @@ static const cp_algorithm *cp_sr_hands_over(const cp_layer *layer, const cp_bloc
   return NULL;
 }
 
-static const cp_algorithm *cp_sr_packs_for(const cp_algo_setup *s, size_t *offset) {
+static const cp_algorithm *cp_sr_packs_for(const cp_algo_setup *s, int index, size_t *offset) {
   const cp_sr_setup *ss = CP_ALGO_STATE(const cp_sr_setup, s->state);
-  if (!s->auto_choice || ss->hand_to == NULL) return NULL;
-  *offset = ss->hand_offset;
-  return ss->hand_to;
+  if (!s->auto_choice || index < 0 || index >= CP_MAX_HANDOVERS || ss->hand_to[index] == NULL)
+    return NULL;
+  *offset = ss->hand_offset[index];
+  return ss->hand_to[index];
 }
 
 void cp_sr_item_units(const cp_plan *pl, int64_t *rows, int64_t *cols) {

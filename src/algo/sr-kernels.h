@@ -28,10 +28,11 @@ typedef struct cp_sr_setup {
   int64_t layer_k;              /* the layer's filter */
   int zero_taps;                /* the split filter has taps past layer_k (k % split != 0) */
   size_t weight_block_bytes;    /* bytes of one channel block of the blocked weights */
-  /* shift-reduce chosen by auto: the algorithm it hands runs to (cp_sr_hands_over),
-     whose weights lie hand_offset floats into the packed ones; NULL: none */
-  const struct cp_algorithm *hand_to;
-  size_t hand_offset;
+  /* shift-reduce chosen by auto: the algorithms it hands runs to
+     (cp_sr_hands_over), whose weights lie hand_offset[i] floats into the
+     packed ones; NULL past the last */
+  const struct cp_algorithm *hand_to[CP_MAX_HANDOVERS];
+  size_t hand_offset[CP_MAX_HANDOVERS];
 } cp_sr_setup;
 
 /* Whether the CPU has shift-reduce's bfloat16 pair kernels (vdpbf16ps), which

@@ -1165,9 +1165,9 @@ static const cp_algorithm *cp_wino_hands_over(const cp_layer *layer, const cp_bl
 /* A setup that auto chose and that packed F(2x2, 3x3) holds its direct
    tiles' weights [cb][c][9][MR] at cl_offset: the direct algorithm's
    layout, which the operator writes there for the hand-over above. */
-static const cp_algorithm *cp_wino_packs_for(const cp_algo_setup *s, size_t *offset) {
+static const cp_algorithm *cp_wino_packs_for(const cp_algo_setup *s, int index, size_t *offset) {
   const cp_wino_setup *ws = CP_ALGO_STATE(const cp_wino_setup, s->state);
-  if (!s->auto_choice || ws->u_floats[CP_WINO_F23] == 0) return NULL;
+  if (!s->auto_choice || index > 0 || ws->u_floats[CP_WINO_F23] == 0) return NULL;
   *offset = ws->cl_offset;
   return &cp_algorithm_direct;
 }
@@ -1199,8 +1199,10 @@ static const char *cp_wino_auto_skips(const cp_layer *layer, const cp_cpu *cpu, 
   if (layer->dtype != CONVPOOL_BFLOAT16 || !cp_sr_has_bf16_pairs(cpu)) return NULL;
   snprintf(why, capacity,
            "bfloat16 with the pair kernels (isa %s): shift-reduce runs them and hands this "
-           "algorithm the conv outputs of %dx%d or more (measured rule)",
-           cp_isa_name(cpu->isa), CP_SR_WINO_MIN_SIDE, CP_SR_WINO_MIN_SIDE);
+           "algorithm the conv outputs of %dx%d or more (the %dx%d ones over 256 input channels "
+           "or more go to direct; measured rule)",
+           cp_isa_name(cpu->isa), CP_SR_WINO_MIN_SIDE, CP_SR_WINO_MIN_SIDE, CP_SR_WINO_MIN_SIDE,
+           CP_SR_WINO_MIN_SIDE);
   return why;
 }
 
