@@ -21,9 +21,9 @@
  * (vdpbf16ps), channel pairs (a step of two channels per 32-bit element,
  * the weights packed the same way), the kernels doing two multiply-adds a
  * lane where the fp32 ones do one. Each output sums its layer's taps in (c, i,
- * j) order from zero, whatever the item, so results do not depend on the
- * item split or the thread count. Conv groups: a channel block never
- * crosses one and contracts over its group's channels of the panel.
+ * j) order (c: a channel, or a channel pair) from zero, whatever the item,
+ * so results do not depend on the item split or the thread count. Conv groups: a channel block
+ * never crosses one and contracts over its group's channels of the panel.
  */
 #include <math.h>
 #include <stdio.h>

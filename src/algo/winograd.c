@@ -46,6 +46,8 @@ typedef struct cp_wino_setup {
   size_t cl_offset;
   unsigned cl_kinds; /* the tile sizes (1 << index) whose products run on cl: F(2x2, 3x3)'s
                         always, F(4x4, 3x3)'s with vector kernels (cp_wino_f43_on_cl) */
+  int direct_shares; /* direct's setup packs the cl_offset weights as laid out here (fp32:
+                        not for bfloat16 where direct has pair kernels) */
 } cp_wino_setup;
 CP_ALGO_STATE_FITS(cp_wino_setup);
 
@@ -138,6 +140,8 @@ static convpool_status cp_wino_setup_kinds(const cp_layer *layer, const cp_cpu *
   const int f43 = kinds >> CP_WINO_F43 & 1;
   ws->cl = cp_cl_ukernel_select(cpu->isa, 1);
   ws->cl_offset = 0;
+  ws->direct_shares =
+      layer->dtype != CONVPOOL_BFLOAT16 || cp_cl_ukernel_select(cpu->isa, 2) == NULL;
   ws->cl_kinds = (kinds & 1u << CP_WINO_F23) | (f43 && cp_wino_f43_on_cl(layer, cpu) ? 1u : 0u);
   if (!f43) { /* F(2x2, 3x3) alone: no shift-reduce weights; its kernel's blocks */
     s->packed_weight_bytes = 0;
@@ -1164,10 +1168,13 @@ static const cp_algorithm *cp_wino_hands_over(const cp_layer *layer, const cp_bl
 
 /* A setup that auto chose and that packed F(2x2, 3x3) holds its direct
    tiles' weights [cb][c][9][MR] at cl_offset: the direct algorithm's
-   layout, which the operator writes there for the hand-over above. */
+   layout, which the operator writes there for the hand-over above; not
+   where direct's are bf16 pairs (its pair kernels), which this algorithm's
+   fp32 direct tiles cannot read: those runs stay here. */
 static const cp_algorithm *cp_wino_packs_for(const cp_algo_setup *s, int index, size_t *offset) {
   const cp_wino_setup *ws = CP_ALGO_STATE(const cp_wino_setup, s->state);
-  if (!s->auto_choice || index > 0 || ws->u_floats[CP_WINO_F23] == 0) return NULL;
+  if (!s->auto_choice || index > 0 || ws->u_floats[CP_WINO_F23] == 0 || !ws->direct_shares)
+    return NULL;
   *offset = ws->cl_offset;
   return &cp_algorithm_direct;
 }
