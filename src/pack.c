@@ -187,6 +187,15 @@ static void cp_pack_panel_row(const cp_panel_src *src, const cp_panel_channel *l
   memset(to + e, 0, (ld - e) * sizeof(float));
 }
 
+/* The rows [*y_lo, *y_hi) of `rows` panel rows from input row iy0 on that
+   lie inside the input (split 1). */
+static void cp_panel_rows_inside(const cp_panel_src *src, int64_t iy0, size_t rows, size_t *y_lo,
+                                 size_t *y_hi) {
+  const int64_t h = src->height, n = (int64_t)rows;
+  *y_lo = iy0 >= 0 ? 0 : (size_t)(-iy0 < n ? -iy0 : n);
+  *y_hi = iy0 >= h ? *y_lo : (size_t)(h - iy0 < n ? h - iy0 : n);
+}
+
 /* The bytes [*p, *p + span) of row y of the channel read by ch that lie
    inside the input (span 0: none), for the prefetch. A function that
    prefetched itself would have no visible effect, and the compiler drops
@@ -217,10 +226,8 @@ static void cp_pack_fp32_steps(const cp_panel_src *src, int64_t iy0, size_t rows
   const size_t plane = (size_t)src->height * w, c_in = (size_t)(src->c_in / src->groups);
   size_t a, e;
   cp_panel_columns(src, ix0, cols, &a, &e);
-  /* rows [y_lo, y_hi) of the panel lie inside the input */
-  const int64_t h = src->height;
-  const size_t y_lo = iy0 >= 0 ? 0 : (size_t)(-iy0 < (int64_t)rows ? -iy0 : (int64_t)rows);
-  const size_t y_hi = iy0 >= h ? y_lo : (size_t)(h - iy0 < (int64_t)rows ? h - iy0 : (int64_t)rows);
+  size_t y_lo, y_hi;
+  cp_panel_rows_inside(src, iy0, rows, &y_lo, &y_hi);
   const float *image = (const float *)(const void *)src->image;
   const size_t inside = y_hi > y_lo ? y_hi - y_lo : 0, ahead = src->ahead_rows;
   const size_t span = e > a ? (e - a) * sizeof(float) : 1; /* bytes of a row read */
@@ -270,9 +277,8 @@ static void cp_pack_pairs_steps(const cp_panel_src *src, int64_t iy0, size_t row
   const size_t plane = (size_t)src->height * w, c_in = (size_t)(src->c_in / src->groups);
   size_t a, e;
   cp_panel_columns(src, ix0, cols, &a, &e);
-  const int64_t h = src->height;
-  const size_t y_lo = iy0 >= 0 ? 0 : (size_t)(-iy0 < (int64_t)rows ? -iy0 : (int64_t)rows);
-  const size_t y_hi = iy0 >= h ? y_lo : (size_t)(h - iy0 < (int64_t)rows ? h - iy0 : (int64_t)rows);
+  size_t y_lo, y_hi;
+  cp_panel_rows_inside(src, iy0, rows, &y_lo, &y_hi);
   const uint16_t *image = (const uint16_t *)(const void *)src->image;
   const size_t inside = y_hi > y_lo ? y_hi - y_lo : 0, ahead = src->ahead_rows;
   const size_t span = e > a ? (e - a) * sizeof(uint16_t) : 1; /* bytes of a row read */
@@ -462,10 +468,8 @@ void cp_pack_panel_slot(const cp_panel_src *src, int64_t iy0, size_t rows, int64
     const size_t w = (size_t)src->width, plane = (size_t)src->height * w;
     size_t a, e;
     cp_panel_columns(src, ix0, cols, &a, &e);
-    const int64_t h = src->height;
-    const size_t y_lo = iy0 >= 0 ? 0 : (size_t)(-iy0 < (int64_t)rows ? -iy0 : (int64_t)rows);
-    const size_t y_hi =
-        iy0 >= h ? y_lo : (size_t)(h - iy0 < (int64_t)rows ? h - iy0 : (int64_t)rows);
+    size_t y_lo, y_hi;
+    cp_panel_rows_inside(src, iy0, rows, &y_lo, &y_hi);
     const float *image = (const float *)(const void *)src->image;
     for (size_t s = step0; s < step1; s++) {
       float *to = panel + s * layout->cs;
