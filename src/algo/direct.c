@@ -52,6 +52,7 @@ typedef struct cp_direct_plan {
   size_t cols;             /* panel columns an item packs */
   size_t tiles;            /* register tiles of an item, at most */
   size_t kc;               /* channel steps per pass (weights filling half of L1, or all) */
+  int prefetch;            /* prefetch the next pass's weights (cp_direct_prefetch) */
   size_t partial;          /* float index of the partial sums in the tile buffer */
   size_t geom;             /* float index of the item's tiles (cp_direct_tile) */
   size_t offsets;          /* float index of the taps' offsets (ptrdiff_t) */
@@ -319,6 +320,7 @@ static int cp_direct_geometry(cp_plan *pl) {
   if ((images * conv_rows * cw + np - 1) / np <= CP_DIRECT_ONE_PASS_TILES && cp_direct_one_pass(pl))
     dp->kc = dp->group_steps; /* one pass */
   if (dp->kc < 1) dp->kc = 1;
+  dp->prefetch = dp->kc < dp->group_steps && pl->setup->packed_weight_bytes > pl->l2_bytes;
   pl->buf_row_ld = cw;                 /* compact rows: the kernels write only an item's columns */
   pl->buf_image_cols = conv_rows * cw; /* images side by side (plan.h: images) */
   if (!cp_mul(pl->buf_image_cols, images, &pl->buf_cols) || !cp_mul(pl->buf_cols, mr, &at))
@@ -577,7 +579,8 @@ static void cp_direct_tiles(const cp_plan *pl, const cp_item *it, size_t np, int
  * alternating rounds: 0.68 -> 0.61 ms (hot: level within noise). Not in
  * one pass, where the next block's weights (up to half of L2) in bursts
  * before each tile made 256 -> 512 3x3 stride 2 at 14x14 (9 tiles) 15%
- * slower.
+ * slower; nor where all the weights fit L2 (64 -> 128 3x3 stride 2 at
+ * 56x56, 295 KB: 2-3% slower, the lines already there).
  */
 static void cp_direct_prefetch(const float *next, const float *end, size_t bytes, size_t tile,
                                size_t tiles) {
@@ -626,7 +629,7 @@ static const float *cp_direct_compute_block(const cp_run *r, const cp_item *it, 
   for (size_t c0 = 0; c0 < gs; c0 += dp->kc) {
     const size_t kn = gs - c0 < dp->kc ? gs - c0 : dp->kc;
     const int store = c0 + kn == gs && lanes == 0; /* the last pass, to channel rows */
-    const float *next = dp->kc < gs ? w + (c0 + kn) * taps * mr : end;
+    const float *next = dp->prefetch ? w + (c0 + kn) * taps * mr : end;
     for (size_t i = 0; i < tiles; i++) {
       cp_direct_prefetch(next, end, kn * taps * mr * sizeof(float), i, tiles);
       uk->fn(panel + c0 * cs, cs, tile[i].pos, off, taps, kn, w + c0 * taps * mr,
