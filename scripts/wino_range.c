@@ -159,7 +159,7 @@ int main(int argc, char **argv) {
     float *v = xcalloc(nblk * CP_WINO_POINTS * vs, sizeof(float));
     float *m = xcalloc(CP_WINO_POINTS * mr * t_alloc, sizeof(float));
     float *buf = xcalloc(mr * buf_cols, sizeof(float));
-    unsigned char flags[TW];
+    cp_wino_mask flags[TW];
     float *sums = xcalloc(cp_wino_slices(cin) * tiles * CP_WINO_SUMS, sizeof(float));
     for (size_t c0 = 0; c0 < cin; c0 += CP_WINO_SLICE) /* in slices, as the library */
       t->input(panel + c0 * cs, cs, ld, cin - c0 < CP_WINO_SLICE ? cin - c0 : CP_WINO_SLICE, tiles,
@@ -203,7 +203,7 @@ int main(int argc, char **argv) {
           const double e = bound > 0 ? fabs(got - ref) / bound : (got == ref ? 0 : INFINITY);
           worst = isnan(got) ? INFINITY : fmax(worst, e);
         }
-      if (fabs(ratio - 1) > 1e-3 && flags[n] != (ratio > 1)) {
+      if (fabs(ratio - 1) > 1e-3 && (flags[n] != 0) != (ratio > 1)) {
         mismatches++;
         printf("flag %d but R %.6g (c_in %zu, %s)\n", flags[n], ratio, cin, kind_names[kind]);
       }
@@ -216,7 +216,7 @@ int main(int argc, char **argv) {
           }
         }
         s->ordinary_r[0][s->ordinary] = r1, s->ordinary_r[1][s->ordinary++] = r2;
-        s->ordinary_flagged += flags[n];
+        s->ordinary_flagged += flags[n] != 0;
         s->ordinary_max[0] = fmax(s->ordinary_max[0], r1);
         s->ordinary_max[1] = fmax(s->ordinary_max[1], r2);
       }

@@ -70,7 +70,7 @@ int main(int argc, char **argv) {
   float *m = xalloc(pass * CP_WINO_POINTS * mr * t_alloc * sizeof(float));
   float *buf = xalloc(mr * buf_cols * sizeof(float));
   float *y = xalloc(cout * ph * pw * sizeof(float));
-  unsigned char *flags = xalloc(t_alloc);
+  cp_wino_mask *flags = xalloc(t_alloc * sizeof *flags);
   float *sums = xalloc(cp_wino_slices(cin) * tiles * CP_WINO_SUMS * sizeof(float));
 
   printf(

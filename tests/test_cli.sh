@@ -450,10 +450,10 @@ fi
 # bytes as items of one image each (--rows-per-item keeps the images apart), on 1 and 2
 # threads; with a residual, conv padding 2 (the border tiles' direct path), a batch that
 # leaves a shorter last group, and 16-bit data; both tile sizes. Auto takes Winograd
-# F(4x4,3x3) for 8 images of 512 -> 512 channels at 12x12; hands 7x7 images (every
-# F(4x4,3x3) tile at a corner, which the range rule flags on real activations, and
-# F(2x2,3x3)'s corners too) on AVX-512 to direct, one or eight, on direct's own weights:
-# the same bytes as --impl direct; with AVX2 alone to F(2x2,3x3): the same bytes as
+# F(4x4,3x3) for 8 images of 512 -> 512 channels at 12x12; hands one image of 7x7 (every
+# F(4x4,3x3) tile at a corner, fewer than 16 tiles side by side) on AVX-512 to direct,
+# on direct's own weights: the same bytes as --impl direct, and keeps eight there on
+# F(4x4,3x3) side by side; with AVX2 alone hands both to F(2x2,3x3): the same bytes as
 # --impl winograd2x3; one image of 14x14 to F(2x2,3x3) (U of 8 MiB or more for at
 # most 16 tiles); not one of 128 -> 128 channels (U 2.3 MiB) or 8 of 14x14 ----
 deep="--in-channels 512 --out-channels 512 --padding 1 --pool 1 --iters 1 --warmup 0 --show-tiling"
@@ -462,7 +462,11 @@ run_isa() { if [ $isa = native ]; then "$cli" "$@"; else CONVPOOL_ISA=$isa "$cli
 for isa in native avx2; do
   for b in 8 1; do
     run_isa $deep --height 7 --width 7 --batch $b --activation relu --dump-dir "$tmp/hand" >"$tmp/hand.out" || { echo "auto at 7x7 ($b images, $isa) failed"; fail=1; }
-    if grep -q '^isa            avx512' "$tmp/hand.out"; then
+    if grep -q '^isa            avx512' "$tmp/hand.out" && [ $b = 8 ]; then
+      grep -q '^algorithm      winograd (winograd), kernel f32-cl-' "$tmp/hand.out" || { echo "auto did not keep 8 images at 7x7 on Winograd F(4x4,3x3) ($isa)"; fail=1; }
+      grep -q '^auto           winograd hands' "$tmp/hand.out" && { echo "auto at 7x7 (8 images, $isa) handed over"; fail=1; }
+      continue
+    elif grep -q '^isa            avx512' "$tmp/hand.out"; then
       to=direct; name='channels-in-lanes direct (direct)'
     elif grep -q '^isa            avx2' "$tmp/hand.out"; then
       to=winograd2x3; name='winograd2x3 (winograd2x3)'

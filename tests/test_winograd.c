@@ -104,7 +104,7 @@ static double rule_ratio(const cp_wino_kind *kd, const float *panel, size_t cs, 
 static size_t transform_item(const cp_wino_kind *kd, const cp_wino_transforms *t,
                              const float *panel, size_t cs, size_t ld, size_t cin, size_t tiles,
                              size_t tw_pad, size_t nr, float *v, size_t vs,
-                             const cp_wino_screen *screen, unsigned char *flags) {
+                             const cp_wino_screen *screen, cp_wino_mask *flags) {
   const size_t slices = cp_wino_slices(cin), sf = tiles * (size_t)kd->sums;
   const size_t points = (size_t)kd->points_n;
   const size_t nblk = (tiles + nr - 1) / nr, v_floats = nblk * points * vs;
@@ -209,7 +209,7 @@ static void run_item(const cp_wino_kind *kd, const cp_wino_transforms *t, int cl
       CP_WINO_RATIO, CP_WINO_RATIO_SUM, cp_wino_limit(u_max), ic->rows, ic->cols, 0, 0};
   const size_t vs = cp_wino_v_stride(cin, (size_t)nr);
   float *v = tu_xmalloc(nblk * points * vs * sizeof(float));
-  unsigned char *flags = tu_xmalloc(tiles);
+  cp_wino_mask *flags = tu_xmalloc(tiles * sizeof *flags);
   size_t bad =
       transform_item(kd, t, panel, cs, ld, cin, tiles, tw_pad, (size_t)nr, v, vs, &screen, flags);
   size_t want_flagged = 0;
@@ -217,8 +217,9 @@ static void run_item(const cp_wino_kind *kd, const cp_wino_transforms *t, int cl
     const double r = rule_ratio(kd, panel, cs, ld, cin, tw_pad, n, ic->rows, ic->cols);
     want_flagged += r > 1;
     if (fabs(r - 1) > 1e-3)
-      CHECK(flags[n] == (r > 1), "%s c_in %d spike %g: tile %zu ratio / threshold %g flag %d",
-            t->name, ic->c_in, (double)ic->spike, n, r, flags[n]);
+      CHECK((flags[n] != 0) == (r > 1),
+            "%s c_in %d spike %g: tile %zu ratio / threshold %g flag %d", t->name, ic->c_in,
+            (double)ic->spike, n, r, flags[n]);
   }
   if (ic->spike == 0) CHECK(bad == 0, "%s: %zu tiles of ordinary data flagged", t->name, bad);
   if (ic->spike >= 1e4f)
@@ -247,7 +248,10 @@ static void run_item(const cp_wino_kind *kd, const cp_wino_transforms *t, int cl
       const size_t co = (size_t)cb * (size_t)mr + mm;
       for (int y = 0; y < ic->rows; y++)
         for (int x = 0; x < ic->cols; x++) {
-          if (flags[(size_t)y / km * tw_pad + (size_t)x / km]) continue; /* the direct path's */
+          /* the direct path's: the outputs the rule flags (of flagged tiles, the others
+             are Winograd's and held to the bound here) */
+          const unsigned bit = (unsigned)((size_t)y % km * km + (size_t)x % km);
+          if (flags[(size_t)y / km * tw_pad + (size_t)x / km] >> bit & 1u) continue;
           double ref = 0, bound = 0;
           for (size_t c = 0; c < cin; c++)
             for (int i = 0; i < 3; i++)
@@ -284,8 +288,8 @@ done:
       const size_t ty = km * (n / tw_pad), tx = km * (n % tw_pad), al = (size_t)kd->alpha;
       const int inside = y >= ty && y < ty + al && x >= tx && x < tx + al;
       want += (size_t)inside;
-      CHECK(flags[n] == inside, "%s: %g at (%zu, %zu, %zu): tile %zu flag %d", t->name, (double)*p,
-            c, y, x, n, flags[n]);
+      CHECK((flags[n] != 0) == inside, "%s: %g at (%zu, %zu, %zu): tile %zu flag %d", t->name,
+            (double)*p, c, y, x, n, flags[n]);
     }
     CHECK(bad == want, "%s: %zu tiles flagged, want %zu", t->name, bad, want);
     *p = keep;

@@ -214,10 +214,15 @@ static double cp_wino_u43_bytes(const cp_layer *layer) {
   return (double)CP_WINO_POINTS * (double)layer->c_in * (double)layer->c_out * sizeof(float);
 }
 
+static int cp_wino_too_small(const cp_wino_kind *kd, const cp_layer *layer, const cp_blocking *cfg,
+                             int64_t batch, int64_t oh, int64_t ow);
+
 static int cp_wino_prefers_f23(const cp_layer *layer, const cp_blocking *cfg, int64_t batch,
                                int64_t oh, int64_t ow) {
   const int64_t th = (oh + 3) / 4, tw = (ow + 3) / 4;
-  const int corners_only = th <= 2 && tw <= 2; /* F(4x4, 3x3) hands these to shift-reduce */
+  /* where F(4x4, 3x3) hands these to shift-reduce (cp_wino_too_small) */
+  const int corners_only =
+      th <= 2 && tw <= 2 && cp_wino_too_small(&cp_wino_f43, layer, cfg, batch, oh, ow);
   const double u = cp_wino_u43_bytes(layer);
   const double one_image_u =
       cfg->isa >= CP_ISA_AVX512 ? CP_WINO_F23_MIN_U_BYTES : CP_WINO_F23_MIN_U_BYTES_AVX2;
@@ -606,7 +611,7 @@ static int cp_wino_geometry(cp_plan *pl) {
   if (!cp_mul((size_t)pl->c_in, cs, &raw) || !cp_add(raw, 2 * nr + 4, &raw)) return 0;
   raw = cp_round_up(raw, line);
   if (!cp_wino_v_floats(pl, &t, &wp->v_floats)) return 0;
-  flags = cp_round_up(t.tiles, CP_CACHE_LINE) / sizeof(float);
+  flags = cp_round_up(t.tiles * sizeof(cp_wino_mask), CP_CACHE_LINE) / sizeof(float);
   wp->slices = cp_wino_slices((size_t)pl->c_in);
   size_t sums;
   if (!cp_mul(t.tiles, (size_t)kd->sums, &wp->sum_floats) ||
@@ -718,9 +723,9 @@ static float *cp_wino_sums(const cp_plan *pl, const float *panel) {
   return cp_wino_v(pl, panel) + cp_wino_plan_of(pl)->v_floats;
 }
 
-static unsigned char *cp_wino_flags(const cp_plan *pl, const float *panel) {
+static cp_wino_mask *cp_wino_flags(const cp_plan *pl, const float *panel) {
   const cp_wino_plan *wp = cp_wino_plan_of(pl);
-  return (unsigned char *)(cp_wino_sums(pl, panel) + wp->slices * wp->sum_floats);
+  return (cp_wino_mask *)(void *)(cp_wino_sums(pl, panel) + wp->slices * wp->sum_floats);
 }
 
 /*
@@ -730,7 +735,7 @@ static unsigned char *cp_wino_flags(const cp_plan *pl, const float *panel) {
  * Returns 1 if any tile of the item was flagged.
  */
 static unsigned cp_wino_flag_border(const cp_plan *pl, const cp_wino_tiles *t,
-                                    unsigned char *flags) {
+                                    cp_wino_mask *flags) {
   const int64_t *pad = pl->pad;
   const cp_wino_kind *kd = cp_wino_kind_of(pl);
   const size_t m = (size_t)kd->m;
@@ -746,7 +751,7 @@ static unsigned cp_wino_flag_border(const cp_plan *pl, const cp_wino_tiles *t,
       const int64_t x = (int64_t)(m * (t->tx0 + lc)) - pad[CP_LEFT];
       const int out = rows_out || (pad[CP_LEFT] > 1 && x < 0) ||
                       (pad[CP_RIGHT] > 1 && x + kd->alpha > pl->width);
-      if (out) flags[tr * t->tw_pad + tc] = 1, any = 1;
+      if (out) flags[tr * t->tw_pad + tc] = CP_WINO_ALL, any = 1;
     }
   }
   return any;
@@ -811,7 +816,7 @@ static void cp_wino_pack_slice(const cp_run *r, const cp_item *it, float *panel,
 /* The range rule over the tiles of item `it` from the slices' sums in
    panel, into flags; returns 1 if a tile goes to the direct path. */
 static unsigned cp_wino_screen_item(const cp_run *r, const cp_item *it, const float *panel,
-                                    unsigned char *flags) {
+                                    cp_wino_mask *flags) {
   const cp_plan *pl = r->pl;
   const cp_wino_plan *wp = cp_wino_plan_of(pl);
   const cp_wino_tiles t = cp_wino_tiles_of_item(pl, it);
@@ -856,7 +861,7 @@ static const float *cp_wino_pack_item(const cp_run *r, cp_item *it, float *panel
   } else {
     for (size_t i = 0; i < cp_wino_plan_of(r->pl)->slices; i++) cp_wino_pack_slice(r, it, panel, i);
   }
-  unsigned char *flags = cp_wino_flags(r->pl, panel);
+  cp_wino_mask *flags = cp_wino_flags(r->pl, panel);
   it->flags = cp_wino_screen_item(r, it, input, flags);
   it->aux = flags;
   return input;
@@ -936,7 +941,7 @@ static void cp_wino_gather_flush(cp_wino_gathered *g) {
  * operators, three alternations): 5.5-6.4 -> 3.9-4.3 ms.
  */
 static void cp_wino_direct_sr(const cp_run *r, const cp_wino_tiles *t, const float *panel,
-                              const unsigned char *flags, int64_t cb, size_t channels, float *buf,
+                              const cp_wino_mask *flags, int64_t cb, size_t channels, float *buf,
                               float *tile, float *gather, int all) {
   const cp_plan *pl = r->pl;
   const cp_sr_setup *sr = &cp_wino_setup_of(pl)->sr;
@@ -1006,7 +1011,7 @@ static void cp_wino_cl_outputs(const cp_run *r, const cp_wino_tiles *t, const fl
  * outputs of a lone tile in 6 positions.
  */
 static void cp_wino_direct_cl(const cp_run *r, const cp_wino_tiles *t, const float *panel,
-                              const unsigned char *flags, int64_t cb, size_t channels, float *buf,
+                              const cp_wino_mask *flags, int64_t cb, size_t channels, float *buf,
                               float *tile, int all) {
   const cp_plan *pl = r->pl;
   const cp_wino_setup *ws = cp_wino_setup_of(pl);
@@ -1017,8 +1022,10 @@ static void cp_wino_direct_cl(const cp_run *r, const cp_wino_tiles *t, const flo
   size_t y[CP_CL_MAX_NP], x[CP_CL_MAX_NP], n = 0;
   for (size_t i = 0; i < 9; i++) off[i] = (ptrdiff_t)((i / 3) * ld + i % 3);
   for (size_t k = 0; k < t->th * t->tw_pad; k++) {
-    if (!all && !flags[k]) continue;
+    const unsigned mask = all ? CP_WINO_ALL : flags[k];
+    if (mask == 0) continue;
     for (size_t q = 0; q < m * m; q++) {
+      if (!(mask >> q & 1u)) continue; /* an output Winograd computes (the rule's bits) */
       const size_t yq = m * (k / t->tw_pad) + q / m, xq = m * (k % t->tw_pad) + q % m;
       if (yq < t->dy || xq < t->dx) continue; /* before the item's first row or column */
       y[n] = yq, x[n] = xq;
@@ -1122,7 +1129,24 @@ static void cp_wino_describe(const cp_plan *pl, char *text, size_t capacity) {
  * (8 images of 512 -> 512 at 7x7, Zen 5, benchmark: 2.80 ms against direct's
  * 4.92): in fused ResNet-18 (batch 8, CONVPOOL_VERBOSE) those layers took
  * 5.2-9.5 ms each against 4.6-4.9 with direct, where auto hands them.
+ *
+ * Since the range rule flags outputs rather than whole tiles
+ * (cp_wino_screen_tile: a flagged corner tile had all 16 outputs
+ * recomputed, where one or two of them fail the test), AVX-512 keeps those
+ * images where at least CP_WINO_CORNER_MIN_TILES tiles go side by side (4
+ * images of 7x7). Zen 5, 2 threads, the layer-4 input of a random-init
+ * torchvision ResNet-18 (eval mode, 8 images of uniform noise; 14 of their
+ * 392 outputs flagged, in 14 of 32 tiles), 512 -> 512 at 7x7, best medians of 3
+ * alternating rounds, weights hot / caches evicted before each run: 8
+ * images, F(4x4, 3x3) 2.29 / 2.58 ms (5.03 / 5.24 with whole tiles
+ * flagged), direct 4.10 / 4.26; 4 images 1.42 against direct's 1.90; 2
+ * images 1.02 against 0.95, so fewer tiles go on to direct as before. On
+ * the benchmark's uniform inputs (no flags), 8 images of 128 -> 128 and
+ * 256 -> 256 at 7x7: 0.16 and 0.50 ms against shift-reduce's 0.34 and 1.32
+ * (direct 0.26 and 1.00). With AVX2 alone those runs stay as they were
+ * (not measured there).
  */
+#define CP_WINO_CORNER_MIN_TILES 16
 /* Whether tile size kd has too little work in a run (the rule above). */
 static int cp_wino_too_small(const cp_wino_kind *kd, const cp_layer *layer, const cp_blocking *cfg,
                              int64_t batch, int64_t oh, int64_t ow) {
@@ -1131,7 +1155,8 @@ static int cp_wino_too_small(const cp_wino_kind *kd, const cp_layer *layer, cons
   const double tiles = (double)th * (double)tw *
                        (double)cp_wino_images(kd, cfg, layer->c_in, layer->c_out, batch, oh, ow);
   const int corners_only = th <= 2 && tw <= 2;
-  return corners_only || tiles < cfg->wino_min_tiles || layer->c_in < cfg->wino_min_c_in ||
+  return (corners_only && (cfg->isa < CP_ISA_AVX512 || tiles < CP_WINO_CORNER_MIN_TILES)) ||
+         tiles < cfg->wino_min_tiles || layer->c_in < cfg->wino_min_c_in ||
          (double)batch * tiles * (double)layer->c_in * (double)layer->c_out < cfg->wino_min_work;
 }
 

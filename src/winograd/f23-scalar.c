@@ -44,7 +44,7 @@ void cp_wino_input_f23_scalar(const float *panel, size_t cs, size_t ld, size_t c
 
 size_t cp_wino_screen_tiles_f23(const float *sums, size_t slices, size_t slice_floats, size_t c_in,
                                 size_t tiles, size_t tw_pad, const cp_wino_screen *screen,
-                                unsigned char *flags) {
+                                cp_wino_mask *flags) {
   size_t flagged = 0;
   for (size_t n = 0; n < tiles; n++) {
     const float *t = sums + n * 17;
@@ -70,10 +70,9 @@ size_t cp_wino_screen_tiles_f23(const float *sums, size_t slices, size_t slice_f
     int64_t tc = (int64_t)(n % tw_pad), cols = screen->cols;
     if (screen->slot > 0) /* a column of its image's slot; none past the last slot */
       cols = tc / screen->slot < screen->slots ? screen->cols : 0, tc %= screen->slot;
-    flags[n] =
-        (unsigned char)cp_wino_screen_tile(screen, c_in, 2, s4, l, dmax, amax,
-                                           screen->rows - 2 * (int64_t)(n / tw_pad), cols - 2 * tc);
-    flagged += flags[n];
+    flags[n] = cp_wino_screen_tile(screen, c_in, 2, s4, l, dmax, amax,
+                                   screen->rows - 2 * (int64_t)(n / tw_pad), cols - 2 * tc);
+    flagged += flags[n] != 0;
   }
   return flagged;
 }

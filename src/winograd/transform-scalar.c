@@ -51,7 +51,7 @@ void cp_wino_input_scalar(const float *panel, size_t cs, size_t ld, size_t c_in,
 
 size_t cp_wino_screen_tiles(const float *sums, size_t slices, size_t slice_floats, size_t c_in,
                             size_t tiles, size_t tw_pad, const cp_wino_screen *screen,
-                            unsigned char *flags) {
+                            cp_wino_mask *flags) {
   size_t flagged = 0;
   for (size_t n = 0; n < tiles; n++) {
     const float *t = sums + n * CP_WINO_SUMS;
@@ -71,10 +71,9 @@ size_t cp_wino_screen_tiles(const float *sums, size_t slices, size_t slice_float
     if (screen->slot > 0) /* a column of its image's slot; none past the last slot */
       cols = tc / screen->slot < screen->slots ? screen->cols : 0, tc %= screen->slot;
     const float l = (s16[0] + s16[3]) + (s16[12] + s16[15]); /* four windows that tile the 6x6 */
-    flags[n] =
-        (unsigned char)cp_wino_screen_tile(screen, c_in, 4, s16, l, dmax, amax,
-                                           screen->rows - 4 * (int64_t)(n / tw_pad), cols - 4 * tc);
-    flagged += flags[n];
+    flags[n] = cp_wino_screen_tile(screen, c_in, 4, s16, l, dmax, amax,
+                                   screen->rows - 4 * (int64_t)(n / tw_pad), cols - 4 * tc);
+    flagged += flags[n] != 0;
   }
   return flagged;
 }

@@ -159,23 +159,29 @@ static inline float cp_wino_limit(float u_max) {
 /*
  * The rule for one tile of m x m outputs: s[m * m] its window sums (s[m * p
  * + q] for output (p, q)), l its L, dmax its largest |d|, amax its largest
- * A(p), up to rows x cols of its outputs existing. Returns 1 to flag it.
- * Tiles with no output (rows or cols <= 0) are flagged only for a non-finite
- * L.
+ * A(p), up to rows x cols of its outputs existing. Returns the outputs to
+ * compute directly, bit m * p + q for output (p, q): those whose own window
+ * sum fails the two tests above (a tile's Winograd error reaches each of its
+ * outputs alike, each bounded by its own sum; the tile is flagged where any
+ * output is, which is the rule over min_o S(o)), every bit (CP_WINO_ALL) for
+ * a non-finite L. Tiles with no output (rows or cols <= 0) are flagged only
+ * for a non-finite L.
  */
-static inline int cp_wino_screen_tile(const cp_wino_screen *sc, size_t c_in, int m, const float *s,
-                                      float l, float dmax, float amax, int64_t rows, int64_t cols) {
-  if (!(l <= sc->limit)) return 1;
-  float min_s = 0.0f;
-  int any = 0;
+typedef uint16_t cp_wino_mask; /* a tile's outputs, one bit each (m * m <= 16) */
+#define CP_WINO_ALL ((cp_wino_mask)0xffff)
+static inline cp_wino_mask cp_wino_screen_tile(const cp_wino_screen *sc, size_t c_in, int m,
+                                               const float *s, float l, float dmax, float amax,
+                                               int64_t rows, int64_t cols) {
+  if (!(l <= sc->limit)) return CP_WINO_ALL;
+  const float large = (float)c_in * dmax, spread = sqrtf((float)c_in) * amax;
+  cp_wino_mask mask = 0;
   for (int64_t p = 0; p < m && p < rows; p++)
     for (int64_t q = 0; q < m && q < cols; q++) {
       const float w = s[m * p + q];
-      if (!any || w < min_s) min_s = w;
-      any = 1;
+      if (!(large <= sc->ratio * w && spread <= sc->ratio_sum * w))
+        mask |= (cp_wino_mask)(1u << (m * p + q));
     }
-  return any && !((float)c_in * dmax <= sc->ratio * min_s &&
-                  sqrtf((float)c_in) * amax <= sc->ratio_sum * min_s);
+  return mask;
 }
 
 /*
@@ -207,18 +213,18 @@ static inline size_t cp_wino_slices(size_t c_in) {
 /*
  * The range rule over tiles [0, tiles) from the sums of `slices` slices
  * (slice i's at sums + i * slice_floats, as the input transform writes
- * them), added in slice order: flags[n] = 1 if tile n is to be computed
- * directly (tile n's first output is at row 4 (n / tw_pad), column
- * 4 (n % tw_pad) of screen's rows x cols), else 0. Returns the number of
- * such tiles.
+ * them), added in slice order: flags[n] = the outputs of tile n to be
+ * computed directly (cp_wino_screen_tile; tile n's first output is at row 4
+ * (n / tw_pad), column 4 (n % tw_pad) of screen's rows x cols), 0 for none.
+ * Returns the number of tiles with any.
  */
 size_t cp_wino_screen_tiles(const float *sums, size_t slices, size_t slice_floats, size_t c_in,
                             size_t tiles, size_t tw_pad, const cp_wino_screen *screen,
-                            unsigned char *flags);
+                            cp_wino_mask *flags);
 /* The same for F(2x2, 3x3): 2x2 outputs from 4x4 inputs, 17 sums per tile. */
 size_t cp_wino_screen_tiles_f23(const float *sums, size_t slices, size_t slice_floats, size_t c_in,
                                 size_t tiles, size_t tw_pad, const cp_wino_screen *screen,
-                                unsigned char *flags);
+                                cp_wino_mask *flags);
 
 /*
  * Output transform of channels [0, mr) of M for tiles [0, tiles): Y = A^T M A
@@ -307,7 +313,7 @@ typedef struct cp_wino_kind {
   /* cp_wino_screen_tiles for this kind's sums */
   size_t (*screen_tiles)(const float *sums, size_t slices, size_t slice_floats, size_t c_in,
                          size_t tiles, size_t tw_pad, const struct cp_wino_screen *screen,
-                         unsigned char *flags);
+                         cp_wino_mask *flags);
 } cp_wino_kind;
 
 extern const cp_wino_kind cp_wino_f43; /* F(4x4, 3x3) */
