@@ -858,6 +858,72 @@ static int check_data_case(const char *what, int64_t c_in, int64_t c_out, int64_
 }
 
 /*
+ * A tile the range rule flags in part (winograd.h, cp_wino_screen_tile): in
+ * [0, 1) data, one input of 12 at row 2, column 2 of channel 0 lies in the
+ * top-left tile of both tile sizes but outside its corner output's window,
+ * which conv padding leaves 4 positions: that output fails the rule (c_in
+ * x 12 above 4 times its window sum) and the tile's output (1, 1), whose
+ * whole window holds the input, passes. The direct path recomputes the
+ * corner output, shift-reduce's bits (F(4x4)'s shift-reduce path) or the
+ * direct algorithm's (the channels-in-lanes path), in every channel, and
+ * output (1, 1) keeps Winograd's, which differ from both in some channel.
+ * Both paths: 32 -> 32 channels (shift-reduce products on AVX-512) and 24 ->
+ * 136 (channels in lanes). Returns the failures.
+ */
+static int check_partly_flagged_tile(int *cases) {
+  int failures = 0;
+  const int64_t hw = 32, c_ins[2] = {32, 24}, c_outs[2] = {32, 136};
+  for (int k = 0; k < 2; k++) {
+    const int64_t c_in = c_ins[k], c_out = c_outs[k];
+    if (declined_dense(c_out, c_in, 3)) continue;
+    tu_rng rng = {777 + (uint64_t)k};
+    const size_t n_x = (size_t)(c_in * hw * hw), n_w = (size_t)(c_out * c_in * 9);
+    const size_t n = (size_t)(c_out * hw * hw);
+    float *x = tu_xmalloc(n_x * sizeof(float)), *wt = tu_xmalloc(n_w * sizeof(float));
+    for (size_t i = 0; i < n_x; i++) x[i] = tu_uniform(&rng);
+    for (size_t i = 0; i < n_w; i++) wt[i] = 0.5f + 0.5f * tu_uniform(&rng); /* even filters */
+    x[2 * hw + 2] = 12.0f;
+    convpool_layer l;
+    convpool_layer_init(&l, CONVPOOL_FLOAT32, c_out, c_in, 3, 1);
+    for (int side = 0; side < 4; side++) l.padding[side] = 1;
+    float *y[3];
+    const convpool_algo algos[3] = {g_algo, CONVPOOL_ALGO_SHIFT_REDUCE, CONVPOOL_ALGO_DIRECT};
+    int ok = 1;
+    for (int a = 0; a < 3; a++) {
+      y[a] = tu_xmalloc(n * sizeof(float));
+      convpool_options o;
+      convpool_options_init(&o);
+      o.algo = algos[a];
+      ok = ok && convpool_layer_run(&l, x, 1, hw, hw, wt, NULL, y[a], n * sizeof(float), &o) ==
+                     CONVPOOL_SUCCESS;
+    }
+    (*cases)++;
+    if (!ok) {
+      printf("partly flagged tile, %lld -> %lld: %s\n", (long long)c_in, (long long)c_out,
+             convpool_last_error());
+      failures++;
+    } else {
+      int corner_direct = 1, kept = 0;
+      for (int64_t co = 0; co < c_out; co++) {
+        const size_t at = (size_t)(co * hw * hw), inner = at + (size_t)hw + 1;
+        corner_direct &= y[0][at] == y[1][at] || y[0][at] == y[2][at];
+        kept |= y[0][inner] != y[1][inner] && y[0][inner] != y[2][inner];
+      }
+      if (!corner_direct || !kept) {
+        printf("partly flagged tile, %lld -> %lld: corner outputs %s, output (1, 1) %s\n",
+               (long long)c_in, (long long)c_out,
+               corner_direct ? "recomputed" : "not all recomputed directly",
+               kept ? "Winograd's" : "recomputed in every channel");
+        failures++;
+      }
+    }
+    for (int a = 0; a < 3; a++) free(y[a]);
+    free(x), free(wt);
+  }
+  return failures;
+}
+
+/*
  * Finite data that Winograd's transforms used to turn into NaN or Inf, or
  * whose range spread its rounding errors past the contract's bound: one
  * input of 3e38 (its inner transform points overflowed); every input 1e38
@@ -1062,6 +1128,7 @@ int main(int argc, char **argv) {
     g_algo = CONVPOOL_ALGO_WINOGRAD;
   }
   if (winograd(g_algo)) {
+    failures += check_partly_flagged_tile(&cases);
     cases += 3;
     if (!check_nonfinite_vs_sr(CONVPOOL_FLOAT32)) failures++;
     if (!check_nonfinite_vs_sr(CONVPOOL_FLOAT16)) failures++;

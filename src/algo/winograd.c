@@ -929,8 +929,9 @@ static void cp_wino_gather_flush(cp_wino_gathered *g) {
  * F(4x4, 3x3)'s direct path over the flagged tiles (every tile with `all`),
  * into the tile buffer, with the shift-reduce kernel (the blocked weights):
  * a run of flagged tiles along a tile row that fills half of the kernel's
- * lanes or more, a call per conv row and NR columns on the panel; the
- * outputs of the shorter runs, wherever they lie, gathered into the lanes
+ * lanes or more, a call per conv row with a flagged output and NR columns
+ * on the panel; the flagged outputs of the shorter runs (the rule's bits,
+ * cp_wino_screen_tile), wherever they lie, gathered into the lanes
  * of calls of their own (the taps of 16 input channels at a time as a 1x1
  * panel of 9 x 16 rows, channel c, tap (i, j) at row 9 c + 3 i + j, the
  * weights' order, each gather continuing the last one's sums: ukernel.h,
@@ -960,7 +961,11 @@ static void cp_wino_direct_sr(const cp_run *r, const cp_wino_tiles *t, const flo
       const size_t x_end = 4 * tc;                         /* a run of flagged tiles */
       const size_t x0 = x_begin < t->dx ? t->dx : x_begin; /* from the item's first column */
       for (size_t y = 4 * tr; y < 4 * tr + 4; y++) {
-        if (y < t->dy) continue;           /* before the item's first row */
+        if (y < t->dy) continue; /* before the item's first row */
+        unsigned row_any = 0;    /* the run's flagged outputs in row y (cp_wino_screen_tile) */
+        for (size_t k = x_begin / 4; k < x_end / 4; k++)
+          row_any |= all ? 0xfu : (unsigned)flags[tr * t->tw_pad + k] >> (4 * (y - 4 * tr)) & 0xfu;
+        if (row_any == 0) continue;
         if (2 * (x_end - x_begin) >= nr) { /* a long run: NR columns per call */
           for (size_t x = x_begin; x < x_end; x += nr) {
             const size_t n = x_end - x < nr ? x_end - x : nr, skip = x < t->dx ? t->dx - x : 0;
@@ -972,10 +977,19 @@ static void cp_wino_direct_sr(const cp_run *r, const cp_wino_tiles *t, const flo
           }
           continue;
         }
-        for (size_t x = x0; x < x_end;) { /* gathered, a tile's row of 4 at a time */
-          const size_t len = (x / 4 + 1) * 4 - x;
+        for (size_t x = x0; x < x_end;) { /* gathered: each tile's flagged outputs of row y */
+          const size_t end = (x / 4 + 1) * 4;
+          const unsigned bits =
+              all ? 0xfu : (unsigned)flags[tr * t->tw_pad + x / 4] >> (4 * (y - 4 * tr)) & 0xfu;
+          if (!(bits >> (x % 4) & 1u)) {
+            x++;
+            continue;
+          }
+          size_t e = x + 1; /* a run of flagged outputs */
+          while (e < end && (bits >> (e % 4) & 1u)) e++;
+          const size_t len = e - x;
           if (g.n + len > nr) cp_wino_gather_flush(&g);
-          g.lane[g.runs] = g.n, g.at[g.runs] = y * ld + x, g.runs++, g.n += len, x += len;
+          g.lane[g.runs] = g.n, g.at[g.runs] = y * ld + x, g.runs++, g.n += len, x = e;
         }
       }
     }
