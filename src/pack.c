@@ -212,6 +212,41 @@ static size_t cp_panel_row_span(const cp_panel_src *src, const cp_panel_channel 
   return ((e - 1 - a) * (size_t)src->split + 1) * src->elem_size;
 }
 
+/* What the plain-row packers below share: the panel's columns [a, e) and
+   rows [y_lo, y_hi) inside the input (inside = y_hi - y_lo rows, or 0), and
+   the bytes of a row they read (span, at least 1). */
+typedef struct cp_plain_rows {
+  size_t a, e, y_lo, y_hi, inside, span;
+} cp_plain_rows;
+
+static cp_plain_rows cp_plain_rows_of(const cp_panel_src *src, int64_t iy0, size_t rows,
+                                      int64_t ix0, size_t cols, size_t elem_size) {
+  cp_plain_rows r;
+  cp_panel_columns(src, ix0, cols, &r.a, &r.e);
+  cp_panel_rows_inside(src, iy0, rows, &r.y_lo, &r.y_hi);
+  r.inside = r.y_hi > r.y_lo ? r.y_hi - r.y_lo : 0;
+  r.span = r.e > r.a ? (r.e - r.a) * elem_size : 1;
+  return r;
+}
+
+/* The row `ahead` rows on from row y of a step read at `from`, in this step
+   or a later one (`step` bytes apart; addresses only: they may lie past the
+   tensor, which a prefetch allows), and the same row `twin` bytes on where
+   twin is not 0 (a bf16 pair's high channel). */
+static inline void cp_prefetch_row_ahead(const void *from, const cp_plain_rows *r, size_t y,
+                                         size_t ahead, size_t step, size_t row, size_t twin) {
+  const size_t on = y + ahead;
+  const ptrdiff_t d = (ptrdiff_t)(on / r->inside * step) +
+                      ((ptrdiff_t)(on % r->inside) - (ptrdiff_t)y) * (ptrdiff_t)row;
+  const uintptr_t p = (uintptr_t)from + (uintptr_t)d;
+  for (size_t o = 0; o < r->span; o += CP_CACHE_LINE) {
+    __builtin_prefetch((const void *)(p + o), 0, 3);
+    if (twin != 0) __builtin_prefetch((const void *)(p + twin + o), 0, 3);
+  }
+  __builtin_prefetch((const void *)(p + r->span - 1), 0, 3);
+  if (twin != 0) __builtin_prefetch((const void *)(p + twin + r->span - 1), 0, 3);
+}
+
 /*
  * The panel of a float32 source without a split: every channel step is one
  * channel, whose rows share the same columns inside the input, so the row
@@ -224,40 +259,28 @@ static void cp_pack_fp32_steps(const cp_panel_src *src, int64_t iy0, size_t rows
                                const cp_panel_layout *layout, float *panel) {
   const size_t ld = layout->ld, cs = layout->cs, w = (size_t)src->width;
   const size_t plane = (size_t)src->height * w, c_in = (size_t)(src->c_in / src->groups);
-  size_t a, e;
-  cp_panel_columns(src, ix0, cols, &a, &e);
-  size_t y_lo, y_hi;
-  cp_panel_rows_inside(src, iy0, rows, &y_lo, &y_hi);
+  const cp_plain_rows r = cp_plain_rows_of(src, iy0, rows, ix0, cols, sizeof(float));
+  const size_t a = r.a, e = r.e, ahead = src->ahead_rows;
   const float *image = (const float *)(const void *)src->image;
-  const size_t inside = y_hi > y_lo ? y_hi - y_lo : 0, ahead = src->ahead_rows;
-  const size_t span = e > a ? (e - a) * sizeof(float) : 1; /* bytes of a row read */
   for (size_t t = step0; t < step1; t++) {
     float *to = panel + t * cs;
     const size_t g = t / src->group_steps, u = t % src->group_steps;
-    if (u >= c_in || a >= e || inside == 0) {
+    if (u >= c_in || a >= e || r.inside == 0) {
       memset(to, 0, cs * sizeof(float));
       continue;
     }
-    const float *from = image + (g * c_in + u) * plane + (size_t)(iy0 + (int64_t)y_lo) * w;
+    const float *from = image + (g * c_in + u) * plane + (size_t)(iy0 + (int64_t)r.y_lo) * w;
     from += (size_t)(ix0 + (int64_t)a);
-    memset(to, 0, y_lo * ld * sizeof(float));
-    to += y_lo * ld;
-    for (size_t y = 0; y < inside; y++, to += ld, from += w) {
-      if (ahead > 0) { /* the row `ahead` rows on, in this channel or a later one (an
-                          address only: it may lie past the tensor, which a prefetch allows) */
-        const size_t on = y + ahead;
-        const ptrdiff_t d = (ptrdiff_t)(on / inside * plane) +
-                            ((ptrdiff_t)(on % inside) - (ptrdiff_t)y) * (ptrdiff_t)w;
-        const uintptr_t p = (uintptr_t)from + (uintptr_t)(d * (ptrdiff_t)sizeof(float));
-        for (size_t o = 0; o < span; o += CP_CACHE_LINE)
-          __builtin_prefetch((const void *)(p + o), 0, 3);
-        __builtin_prefetch((const void *)(p + span - 1), 0, 3);
-      }
+    memset(to, 0, r.y_lo * ld * sizeof(float));
+    to += r.y_lo * ld;
+    for (size_t y = 0; y < r.inside; y++, to += ld, from += w) {
+      if (ahead > 0) /* the next channel's rows follow this one's */
+        cp_prefetch_row_ahead(from, &r, y, ahead, plane * sizeof(float), w * sizeof(float), 0);
       for (size_t x = 0; x < a; x++) to[x] = 0.0f;
       for (size_t x = a; x < e; x++) to[x] = from[x - a];
       for (size_t x = e; x < ld; x++) to[x] = 0.0f;
     }
-    memset(to, 0, (cs - y_hi * ld) * sizeof(float));
+    memset(to, 0, (cs - r.y_hi * ld) * sizeof(float));
   }
 }
 
@@ -275,40 +298,25 @@ static void cp_pack_pairs_steps(const cp_panel_src *src, int64_t iy0, size_t row
                                 const cp_panel_layout *layout, float *panel) {
   const size_t ld = layout->ld, cs = layout->cs, w = (size_t)src->width;
   const size_t plane = (size_t)src->height * w, c_in = (size_t)(src->c_in / src->groups);
-  size_t a, e;
-  cp_panel_columns(src, ix0, cols, &a, &e);
-  size_t y_lo, y_hi;
-  cp_panel_rows_inside(src, iy0, rows, &y_lo, &y_hi);
+  const cp_plain_rows r = cp_plain_rows_of(src, iy0, rows, ix0, cols, sizeof(uint16_t));
+  const size_t a = r.a, e = r.e, ahead = src->ahead_rows;
   const uint16_t *image = (const uint16_t *)(const void *)src->image;
-  const size_t inside = y_hi > y_lo ? y_hi - y_lo : 0, ahead = src->ahead_rows;
-  const size_t span = e > a ? (e - a) * sizeof(uint16_t) : 1; /* bytes of a row read */
   for (size_t t = step0; t < step1; t++) {
     uint32_t *to = (uint32_t *)(void *)(panel + t * cs);
     const size_t g = t / src->group_steps, u = t % src->group_steps * 2;
-    if (u >= c_in || a >= e || inside == 0) {
+    if (u >= c_in || a >= e || r.inside == 0) {
       memset(to, 0, cs * sizeof(uint32_t));
       continue;
     }
-    const uint16_t *lo = image + (g * c_in + u) * plane + (size_t)(iy0 + (int64_t)y_lo) * w;
+    const uint16_t *lo = image + (g * c_in + u) * plane + (size_t)(iy0 + (int64_t)r.y_lo) * w;
     lo += (size_t)(ix0 + (int64_t)a);
     const int pair = u + 1 < c_in; /* else the high halves are zero */
-    memset(to, 0, y_lo * ld * sizeof(uint32_t));
-    to += y_lo * ld;
-    for (size_t y = 0; y < inside; y++, to += ld, lo += w) {
-      if (ahead > 0) { /* the rows `ahead` rows on, in this step or a later one (addresses
-                          only: they may lie past the tensor, which a prefetch allows) */
-        const size_t on = y + ahead;
-        const ptrdiff_t d = (ptrdiff_t)(on / inside * 2 * plane) +
-                            ((ptrdiff_t)(on % inside) - (ptrdiff_t)y) * (ptrdiff_t)w;
-        const uintptr_t p = (uintptr_t)lo + (uintptr_t)(d * (ptrdiff_t)sizeof(uint16_t));
-        const uintptr_t q = p + plane * sizeof(uint16_t);
-        for (size_t o = 0; o < span; o += CP_CACHE_LINE) {
-          __builtin_prefetch((const void *)(p + o), 0, 3);
-          __builtin_prefetch((const void *)(q + o), 0, 3);
-        }
-        __builtin_prefetch((const void *)(p + span - 1), 0, 3);
-        __builtin_prefetch((const void *)(q + span - 1), 0, 3);
-      }
+    memset(to, 0, r.y_lo * ld * sizeof(uint32_t));
+    to += r.y_lo * ld;
+    for (size_t y = 0; y < r.inside; y++, to += ld, lo += w) {
+      if (ahead > 0) /* both halves; the next step's pair two planes on */
+        cp_prefetch_row_ahead(lo, &r, y, ahead, 2 * plane * sizeof(uint16_t), w * sizeof(uint16_t),
+                              plane * sizeof(uint16_t));
       for (size_t x = 0; x < a; x++) to[x] = 0u;
       if (pair) {
         const uint16_t *hi = lo + plane;
@@ -318,7 +326,7 @@ static void cp_pack_pairs_steps(const cp_panel_src *src, int64_t iy0, size_t row
       }
       for (size_t x = e; x < ld; x++) to[x] = 0u;
     }
-    memset(to, 0, (cs - y_hi * ld) * sizeof(uint32_t));
+    memset(to, 0, (cs - r.y_hi * ld) * sizeof(uint32_t));
   }
 }
 
