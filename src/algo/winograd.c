@@ -220,14 +220,14 @@ static int cp_wino_too_small(const cp_wino_kind *kd, const cp_layer *layer, cons
 static int cp_wino_prefers_f23(const cp_layer *layer, const cp_blocking *cfg, int64_t batch,
                                int64_t oh, int64_t ow) {
   const int64_t th = (oh + 3) / 4, tw = (ow + 3) / 4;
-  /* where F(4x4, 3x3) hands these to shift-reduce (cp_wino_too_small) */
-  const int corners_only =
+  /* images of only corner tiles that F(4x4, 3x3) hands over (cp_wino_too_small) */
+  const int corners_handed =
       th <= 2 && tw <= 2 && cp_wino_too_small(&cp_wino_f43, layer, cfg, batch, oh, ow);
   const double u = cp_wino_u43_bytes(layer);
   const double one_image_u =
       cfg->isa >= CP_ISA_AVX512 ? CP_WINO_F23_MIN_U_BYTES : CP_WINO_F23_MIN_U_BYTES_AVX2;
   return u >= CP_WINO_F23_MIN_U_BYTES &&
-         (corners_only || (batch == 1 && th * tw <= CP_WINO_F23_MAX_TILES && u >= one_image_u));
+         (corners_handed || (batch == 1 && th * tw <= CP_WINO_F23_MAX_TILES && u >= one_image_u));
 }
 
 /* winograd: F(4x4, 3x3), and F(2x2, 3x3) too where auto chose it and the
@@ -941,6 +941,13 @@ static void cp_wino_gather_flush(cp_wino_gathered *g) {
  * activations whose range flags some tiles (Zen 5, 2 threads, Python
  * operators, three alternations): 5.5-6.4 -> 3.9-4.3 ms.
  */
+/* The flagged outputs of conv row y (of tile row tr) in tile column k: the
+   rule's 4 bits of that row (cp_wino_screen_tile), every one with `all`. */
+static inline unsigned cp_wino_row_bits(const cp_wino_tiles *t, const cp_wino_mask *flags,
+                                        size_t tr, size_t k, size_t y, int all) {
+  return all ? 0xfu : (unsigned)flags[tr * t->tw_pad + k] >> (4 * (y - 4 * tr)) & 0xfu;
+}
+
 static void cp_wino_direct_sr(const cp_run *r, const cp_wino_tiles *t, const float *panel,
                               const cp_wino_mask *flags, int64_t cb, size_t channels, float *buf,
                               float *tile, float *gather, int all) {
@@ -962,9 +969,9 @@ static void cp_wino_direct_sr(const cp_run *r, const cp_wino_tiles *t, const flo
       const size_t x0 = x_begin < t->dx ? t->dx : x_begin; /* from the item's first column */
       for (size_t y = 4 * tr; y < 4 * tr + 4; y++) {
         if (y < t->dy) continue; /* before the item's first row */
-        unsigned row_any = 0;    /* the run's flagged outputs in row y (cp_wino_screen_tile) */
+        unsigned row_any = 0;    /* the run's flagged outputs in row y */
         for (size_t k = x_begin / 4; k < x_end / 4; k++)
-          row_any |= all ? 0xfu : (unsigned)flags[tr * t->tw_pad + k] >> (4 * (y - 4 * tr)) & 0xfu;
+          row_any |= cp_wino_row_bits(t, flags, tr, k, y, all);
         if (row_any == 0) continue;
         if (2 * (x_end - x_begin) >= nr) { /* a long run: NR columns per call */
           for (size_t x = x_begin; x < x_end; x += nr) {
@@ -979,8 +986,7 @@ static void cp_wino_direct_sr(const cp_run *r, const cp_wino_tiles *t, const flo
         }
         for (size_t x = x0; x < x_end;) { /* gathered: each tile's flagged outputs of row y */
           const size_t end = (x / 4 + 1) * 4;
-          const unsigned bits =
-              all ? 0xfu : (unsigned)flags[tr * t->tw_pad + x / 4] >> (4 * (y - 4 * tr)) & 0xfu;
+          const unsigned bits = cp_wino_row_bits(t, flags, tr, x / 4, y, all);
           if (!(bits >> (x % 4) & 1u)) {
             x++;
             continue;
