@@ -4,7 +4,8 @@
  * - panel L2/2 and tile buffer L2/4: the panel and the tile buffer stay in L2
  *   together, with room for the weights block streaming through;
  * - a run's shared workspace (Winograd's regions transformed once for every
- *   channel group) up to L3/2, so that the items read it from L3;
+ *   channel group) up to L3/2, so that the items read it from L3 (regions
+ *   beyond it in rounds, plan.h);
  * - copy cost: copying one panel element costs about one vector multiply-add,
  *   i.e. as many kernel lanes as a vector holds;
  * - 4 items per thread: enough to balance uneven items, few enough that each

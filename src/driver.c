@@ -147,12 +147,20 @@ static void cp_epilogue_item_lanes(const cp_epilogue *e, const cp_plan *pl, cons
   }
 }
 
+/* A round of the run (plan.h: shared regions): its regions' first phase
+   item and first work item. */
+typedef struct cp_round {
+  const cp_run *r;
+  int64_t prepare0, item0;
+} cp_round;
+
 /* One work item: pack, then compute and pool each channel block. */
 static void cp_run_item(void *context, int64_t index, int thread) {
-  const cp_run *r = context;
+  const cp_round *round = context;
+  const cp_run *r = round->r;
   const cp_plan *pl = r->pl;
   const cp_algorithm *algo = pl->algo;
-  cp_item it = cp_item_of(pl, index);
+  cp_item it = cp_item_of(pl, round->item0 + index);
   unsigned char *scratch = r->scratch + (size_t)thread * pl->scratch_bytes;
   float *panel = (float *)scratch;
   float *buf = (float *)(scratch + cp_round_up(pl->panel_bytes, CP_CACHE_LINE));
@@ -197,25 +205,38 @@ static void cp_run_item(void *context, int64_t index, int thread) {
 
 /* One work item of the algorithm's phase before the items (timed as packing). */
 static void cp_prepare_item(void *context, int64_t index, int thread) {
-  const cp_run *r = context;
+  const cp_round *round = context;
+  const cp_run *r = round->r;
   const double t0 = cp_seconds();
-  r->pl->algo->prepare(r, index);
+  r->pl->algo->prepare(r, round->prepare0 + index);
   r->times[thread].pack += cp_seconds() - t0;
 }
 
 void cp_driver_run(cp_threadpool *pool, const cp_run *r, convpool_run_stats *stats) {
+  const cp_plan *pl = r->pl;
   const int threads = cp_threadpool_threads(pool);
   memset(r->times, 0, (size_t)threads * sizeof *r->times);
   int used = 0;
-  if (r->pl->prepare_items > 0) /* a phase; its end is a barrier */
-    used = cp_threadpool_run(pool, cp_prepare_item, (void *)r, r->pl->prepare_items);
-  const int item_threads = cp_threadpool_run(pool, cp_run_item, (void *)r, r->pl->items);
-  if (item_threads > used) used = item_threads;
+  /* rounds of regions: the phase's items of the round (its end is a
+     barrier), then the round's items; without a phase, one round */
+  const int64_t regions = pl->items / pl->co_groups;
+  const int64_t per_round = pl->prepare_items > 0 ? pl->round_regions : regions;
+  const int64_t per_region = pl->prepare_items > 0 ? pl->prepare_items / regions : 0;
+  for (int64_t first = 0; first < regions; first += per_round) {
+    const int64_t n = regions - first < per_round ? regions - first : per_round;
+    cp_round round = {r, first * per_region, first * pl->co_groups};
+    if (per_region > 0) {
+      const int t = cp_threadpool_run(pool, cp_prepare_item, &round, n * per_region);
+      if (t > used) used = t;
+    }
+    const int t = cp_threadpool_run(pool, cp_run_item, &round, n * pl->co_groups);
+    if (t > used) used = t;
+  }
   for (int t = 0; t < threads; t++) {
     stats->pack_seconds += r->times[t].pack;
     stats->compute_seconds += r->times[t].compute;
     stats->epilogue_seconds += r->times[t].epilogue;
   }
-  stats->items = r->pl->items;
+  stats->items = pl->items;
   stats->threads = used;
 }

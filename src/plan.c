@@ -363,20 +363,27 @@ cp_item cp_item_of(const cp_plan *pl, int64_t item) {
   return it;
 }
 
-static size_t cp_region_flag_bytes(const cp_plan *pl) {
-  return cp_round_up((size_t)(pl->items / pl->co_groups) * sizeof(unsigned), CP_CACHE_LINE);
-}
-
+/*
+ * The regions share a workspace in rounds: as many regions at a time as fit
+ * its share of L3 (at least one), so that what the phase writes is still in
+ * L3 when the items read it. Items of a round of regions are consecutive
+ * (cp_item_of: channel groups vary fastest), and so are the phase's items
+ * (region-major in every algorithm's prepare). Where one region outgrows
+ * the share (8 images of 512 -> 512 at 14x14 side by side, Winograd's V),
+ * rounds still pack and transform each region once for all channel groups,
+ * where every channel group's item would otherwise do it again.
+ */
 int cp_plan_share_regions(cp_plan *pl) {
   const int64_t regions = pl->items / pl->co_groups;
-  size_t bytes;
-  pl->prepare_items = 0, pl->shared_bytes = 0;
+  const size_t region = cp_round_up(pl->panel_bytes, CP_CACHE_LINE);
+  pl->prepare_items = 0, pl->shared_bytes = 0, pl->round_regions = 0;
   if (pl->co_groups == 1) return 1;
-  if (!cp_mul((size_t)regions, cp_round_up(pl->panel_bytes, CP_CACHE_LINE), &bytes) ||
-      !cp_add(bytes, cp_round_up((size_t)regions * sizeof(unsigned), CP_CACHE_LINE), &bytes))
-    return 0;
-  if (bytes > cp_cpu_get()->l3 / pl->cfg->shared_l3_div) return 1;
-  pl->prepare_items = regions, pl->shared_bytes = bytes;
+  const size_t budget = cp_cpu_get()->l3 / pl->cfg->shared_l3_div;
+  int64_t round =
+      region > 0 && budget / region < (size_t)regions ? (int64_t)(budget / region) : regions;
+  if (round < 1) round = 1;
+  if (!cp_mul((size_t)round, region, &pl->shared_bytes)) return 0;
+  pl->prepare_items = regions, pl->round_regions = round;
   return 1;
 }
 
@@ -386,7 +393,7 @@ int64_t cp_item_region(const cp_plan *pl, const cp_item *it) {
 }
 
 size_t cp_region_offset(const cp_plan *pl, int64_t region) {
-  return cp_region_flag_bytes(pl) + (size_t)region * cp_round_up(pl->panel_bytes, CP_CACHE_LINE);
+  return (size_t)(region % pl->round_regions) * cp_round_up(pl->panel_bytes, CP_CACHE_LINE);
 }
 
 /* Byte count of a [d0, d1, d2, d3] tensor, or 0 if it overflows (or exceeds PTRDIFF_MAX). */
@@ -554,14 +561,21 @@ static convpool_status cp_plan_run(const cp_layer *layer, const cp_algorithm *al
 void cp_plan_describe(const cp_plan *pl, convpool_dtype dtype, const char *choice,
                       const char *epilogue, char *text, size_t capacity) {
   const cp_cpu *cpu = cp_cpu_get();
-  char sweep[768], act[96], phase[160] = "", images[64] = "";
+  char sweep[768], act[96], phase[256] = "", images[64] = "";
   if (pl->images > 1)
     snprintf(images, sizeof images, " groups of %lld images side by side", (long long)pl->images);
-  if (pl->prepare_items > 0)
+  if (pl->prepare_items > 0) {
+    const int64_t regions = pl->items / pl->co_groups;
+    char rounds[96] = "";
+    if (pl->round_regions < regions)
+      snprintf(rounds, sizeof rounds,
+               "; in rounds of %lld of the %lld regions, each then its items",
+               (long long)pl->round_regions, (long long)regions);
     snprintf(phase, sizeof phase,
              "first phase    %lld work items prepare what the channel groups share (%zu bytes), "
-             "then a barrier\n",
-             (long long)pl->prepare_items, pl->shared_bytes);
+             "then a barrier%s\n",
+             (long long)pl->prepare_items, pl->shared_bytes, rounds);
+  }
   pl->algo->describe(pl, sweep, sizeof sweep);
   char reach[80] = "any stride";
   if (cpu->stride_reach > 0)

@@ -153,6 +153,10 @@ typedef struct cp_plan {
      read (e.g. an image region's transformed input for every channel group) */
   int64_t prepare_items;
   size_t shared_bytes;
+  /* with a phase: the regions it prepares at a time (each a share of
+     prepare_items), the workspace holding that many; the driver runs the
+     phase and the items of one round of regions, then the next */
+  int64_t round_regions;
   /* bytes */
   size_t panel_bytes, buf_bytes, row_bytes, scratch_bytes; /* per thread */
   size_t panel_budget, buf_budget;
@@ -211,13 +215,14 @@ cp_item cp_item_of(const cp_plan *pl, int64_t item);
 /*
  * Shared regions: a phase before the items that prepares one panel of
  * pl->panel_bytes per image region (batch image x row group x column block),
- * which the items of the region's channel groups all read, and one flag word
- * per region. The run's shared workspace is [the flag words, to a cache
- * line][regions x the panel, each to a cache line]. cp_plan_share_regions
- * chooses it where channel groups split the regions and the workspace fits
- * the shared budget (L3 / shared_l3_div), with one work item per region (an
- * algorithm may split a region into several after it); otherwise no phase
- * (each item packs its own). Returns 0 on overflow.
+ * which the items of the region's channel groups all read. The run's shared
+ * workspace holds round_regions panels, each to a cache line: the driver
+ * runs the phase and the items in rounds of that many regions, as many as
+ * fit the shared budget (L3 / shared_l3_div), at least one.
+ * cp_plan_share_regions chooses it where channel groups split the regions,
+ * with one work item per region (an algorithm may split a region into
+ * several after it); otherwise no phase (each item packs its own). Returns
+ * 0 on overflow.
  */
 int cp_plan_share_regions(cp_plan *pl);
 int64_t cp_item_region(const cp_plan *pl, const cp_item *it); /* the item's region */

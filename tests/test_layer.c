@@ -924,6 +924,72 @@ static int check_partly_flagged_tile(int *cases) {
 }
 
 /*
+ * Winograd F(4x4) on images side by side where U outgrows L3 (winograd.c,
+ * cp_wino_images), their regions shared by the channel groups in rounds
+ * (plan.h): 8 images of 512 -> 512 at 14x14, pool 2, ReLU, the regions of 4
+ * images each too large for two in half of a 32 MiB L3. The same bytes at
+ * 1 and 3 threads and in items of one pooled row (one image each, no
+ * phase), the first image within the bound of the reference. The plan says
+ * whether this machine's caches took that path; the bytes are checked
+ * either way.
+ */
+static int check_images_in_rounds(void) {
+  const int64_t batch = 8, c = 512, hw = 14;
+  convpool_layer l;
+  convpool_layer_init(&l, CONVPOOL_FLOAT32, c, c, 3, 2);
+  for (int s = 0; s < 4; s++) l.padding[s] = 1;
+  l.activation = CONVPOOL_ACTIVATION_RELU;
+  layer_case lc = {CONVPOOL_FLOAT32, batch, c, c, hw, hw, 3, 2, 1, 1};
+  tensors t;
+  make_tensors(&lc, 77, &t);
+  const size_t n = (size_t)(batch * c * 7 * 7), image = (size_t)(c * 7 * 7);
+  float *y[3];
+  int ok = 1;
+  for (int run = 0; run < 3; run++) {
+    y[run] = tu_xmalloc(n * sizeof(float));
+    convpool_options o;
+    convpool_options_init(&o);
+    o.algo = g_algo;
+    o.threads = run == 1 ? 1 : run == 0 ? 2 : 3;
+    if (run == 2) o.rows_per_item = 1;
+    if (ok && convpool_layer_run(&l, t.x, batch, hw, hw, t.w, t.bias, y[run], n * sizeof(float),
+                                 &o) != CONVPOOL_SUCCESS) {
+      printf("images in rounds: %s\n", convpool_last_error());
+      ok = 0;
+    }
+  }
+  for (int run = 1; ok && run < 3; run++)
+    if (memcmp(y[0], y[run], n * sizeof(float)) != 0) {
+      printf("images in rounds: %s differs from 2 threads\n",
+             run == 1 ? "1 thread" : "items of one pooled row");
+      ok = 0;
+    }
+  double *ref = tu_xmalloc(image * sizeof(double)), *bound = tu_xmalloc(image * sizeof(double));
+  cp_reference_layer(&l, t.x, 1, hw, hw, t.w, t.bias, ref, bound);
+  for (size_t i = 0; ok && i < image; i++)
+    if (!close_enough(CONVPOOL_FLOAT32, y[0][i], ref[i], bound[i])) {
+      printf("images in rounds at %zu: got %.9g want %.9g (bound %.3g)\n", i, (double)y[0][i],
+             ref[i], bound[i]);
+      ok = 0;
+    }
+  convpool_options o;
+  convpool_options_init(&o);
+  o.algo = g_algo, o.threads = 2;
+  convpool_op *op = NULL;
+  char text[4096] = "";
+  if (convpool_op_create_layer(&l, t.w, t.bias, &o, &op) == CONVPOOL_SUCCESS &&
+      convpool_op_describe(op, batch, hw, hw, text, sizeof text) == CONVPOOL_SUCCESS)
+    printf("images in rounds: %s side by side, %s\n",
+           strstr(text, "images side by side") != NULL ? "images" : "no images",
+           strstr(text, "in rounds of") != NULL ? "regions in rounds" : "no rounds");
+  convpool_op_destroy(op);
+  for (int run = 0; run < 3; run++) free(y[run]);
+  free(ref), free(bound);
+  free_tensors(&t);
+  return ok;
+}
+
+/*
  * Finite data that Winograd's transforms used to turn into NaN or Inf, or
  * whose range spread its rounding errors past the contract's bound: one
  * input of 3e38 (its inner transform points overflowed); every input 1e38
@@ -1126,6 +1192,10 @@ int main(int argc, char **argv) {
     cases++;
     if (!check_determinism(&handed[0], 95)) failures++;
     g_algo = CONVPOOL_ALGO_WINOGRAD;
+  }
+  if (g_algo == CONVPOOL_ALGO_WINOGRAD) {
+    cases++;
+    if (!check_images_in_rounds()) failures++;
   }
   if (winograd(g_algo)) {
     failures += check_partly_flagged_tile(&cases);

@@ -433,18 +433,32 @@ static size_t cp_wino_slot(const cp_plan *pl) {
   return ((size_t)pl->conv_cols + m - 1) / m + 1;
 }
 
-/* Images per item for a batch of conv outputs oh x ow (1: one): all of the
-   batch where side by side wastes fewer lanes than alone and an image's
-   tiles fill less than 16 lanes, halved until V fits its budget. */
+/*
+ * Images per item for a batch of conv outputs oh x ow (1: one): all of the
+ * batch where an image's tiles fill at most 16 lanes and side by side
+ * wastes fewer lanes than alone, or where U is larger than L3 (every item
+ * of one image would stream it from memory for its 16 tiles), halved until
+ * V fits its budget. The second, a measured rule: 8 images of 512 -> 512 at
+ * 14x14 pool 2 (U 36 MiB), Zen 5 (L3 32 MiB), 2 threads, CLI medians,
+ * images of one item 1 / 2 / 4 / 8 with every region shared at once: 10.9 /
+ * 8.2-9.2 / 8.4-8.6 / 8.1-8.6 ms; in three alternating rounds, one image an
+ * item against 4 (V 5.6 MiB; the two regions of 9 MiB in two rounds, plan.h)
+ * 8.3-8.7 against 7.2-7.3 ms. 256 -> 256 (U 9 MiB, in L3 from one image to
+ * the next) 1.81-2.15 / 2.03-2.12 / 2.05-2.08 / 1.98-2.47, and 8 images of
+ * 512 -> 512 at 28x28 (49 tiles an image) 24.6-25.0 / 24.7 for two: those
+ * stay alone.
+ */
 static int64_t cp_wino_images(const cp_wino_kind *kd, const cp_blocking *cfg, int64_t c_in,
                               int64_t c_out, int64_t batch, int64_t oh, int64_t ow) {
   const int64_t m = kd->m, pad = kd->col_pad;
   const int64_t th = (oh + m - 1) / m, tw = (ow + m - 1) / m;
   const int64_t alone = (tw + pad - 1) / pad * pad;
   if (batch < 2) return 1;
-  /* F(4x4, 3x3): where side by side wastes fewer lanes; F(2x2, 3x3), whose
-     products take any tile count: wherever V fits, for U streamed once */
-  if (kd->col_pad > 1 && (th * alone > 16 || alone <= tw + 1)) return 1;
+  /* F(4x4, 3x3): by the rule above; F(2x2, 3x3), whose products take any
+     tile count: wherever V fits, for U streamed once */
+  const double u = kd->points_n * (double)c_in * (double)c_out * sizeof(float);
+  if (kd->col_pad > 1 && (th * alone > 16 || (alone <= tw + 1 && u <= (double)cp_cpu_get()->l3)))
+    return 1;
   int64_t images = batch;
   for (; images > 1; images = (images + 1) / 2) {
     const double lanes =
