@@ -343,9 +343,16 @@ void cp_wino_multiply(const cp_wino_kind *kind, const cp_sr_ukernel *uk,
  * them (t_alloc >= map->count rounded up to NP; rows past the count get the
  * last product's sums). The channels run in passes of CP_WINO_CL_KC_FLOATS / MR,
  * whose U stays in L1 while every group of tiles multiplies it, the sums in
- * between in M (the kernel's passes give the bits of one call).
+ * between in M (the kernel's passes give the bits of one call). 8 KiB of U
+ * a pass (64 channels at MR = 32) rather than 16 leave L1 room for the next
+ * block's prefetched lines and V's: Zen 5, 2 threads, CLI medians of two or
+ * three rounds, 16 -> 8 KiB: 512 -> 512 at 28x28 2.63-2.68 -> 2.52-2.59 ms
+ * (32 KiB: 2.94-2.99), 8 images at 14x14 pool 2 6.17-6.29 -> 5.89-6.03;
+ * 256 -> 256 at 56x56 and 14x14, 128 -> 256 at 56x56, 64 -> 128 at 112x112,
+ * 128 -> 128 at 28x28 level; the AVX2 kernels (MR = 16, 128 channels) on
+ * 512 -> 512 at 28x28 5.49-5.65 -> 5.44-5.48.
  */
-#define CP_WINO_CL_KC_FLOATS 4096
+#define CP_WINO_CL_KC_FLOATS 2048
 void cp_wino_multiply_cl(const cp_wino_kind *kind, const cp_cl_ukernel *uk, const float *u,
                          size_t u_xi_stride, const float *v, size_t vs, size_t nr, size_t lane_u,
                          size_t c_in, const cp_wino_tile_map *map, size_t t_alloc, int64_t cb0,
