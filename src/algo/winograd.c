@@ -582,9 +582,8 @@ static cp_wino_tiles cp_wino_tiles_max(cp_plan *pl) {
   t.tiles = t.th * t.tw_pad;
   /* the channels-in-lanes products take only the tiles with outputs (not a
      slot's last column), shift-reduce's every lane */
-  cp_wino_choose_products(pl, cp_wino_on_cl(pl)
-                                  ? cp_wino_tile_map_of(t.th, t.tw_pad, t.slot, t.slots).count
-                                  : t.tiles);
+  cp_wino_choose_products(
+      pl, cp_wino_on_cl(pl) ? cp_wino_tile_map_of(t.th, t.tw_pad, t.slot, t.slots).count : t.tiles);
   const size_t nr = cp_wino_nr(pl);
   t.nblk = (t.tiles + nr - 1) / nr;
   t.t_alloc = cp_wino_t_alloc(pl, t.nblk * nr);
