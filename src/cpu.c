@@ -10,10 +10,12 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -482,6 +484,75 @@ static void cp_cpu_init(void) {
 const cp_cpu *cp_cpu_get(void) {
   pthread_once(&cp_cpu_once, cp_cpu_init);
   return &cp_cpu_facts;
+}
+
+/* ---- whether two CPUs share a cache: a cache line bounced between them ---- */
+
+enum { CP_PROBE_BATCHES = 6, CP_PROBE_TRIPS = 256 };
+
+typedef struct cp_probe {
+  _Alignas(64) atomic_int ball; /* 1: the partner's turn, 0: ours; -1: stop */
+  char pad[64 - sizeof(atomic_int)];
+} cp_probe;
+
+static cp_probe cp_probe_line;
+static pthread_once_t cp_probe_once = PTHREAD_ONCE_INIT;
+static int cp_probe_result = -1;
+static double cp_probe_ns = 0.0;
+
+static double cp_probe_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6; /* ms */
+}
+
+/* The partner: hands the ball back each time (1 -> 0), until told to stop
+   (-1, which a hand-back never overwrites). */
+static void *cp_probe_partner(void *arg) {
+  (void)arg;
+  for (;;) {
+    int v;
+    while ((v = atomic_load_explicit(&cp_probe_line.ball, memory_order_acquire)) == 0) {
+    }
+    if (v < 0 || !atomic_compare_exchange_strong_explicit(
+                     &cp_probe_line.ball, &v, 0, memory_order_acq_rel, memory_order_acquire))
+      return NULL; /* -1 now, or before the hand-back */
+  }
+}
+
+static void cp_probe_run(void) {
+  if (cp_cpu_usable_now() < 2) return; /* spinning on one CPU would wait for the scheduler */
+  atomic_store(&cp_probe_line.ball, 0);
+  pthread_t partner;
+  if (pthread_create(&partner, NULL, cp_probe_partner, NULL) != 0) return;
+  const double start = cp_probe_now();
+  double best = -1.0;
+  int late = 0;
+  for (int b = 0; b < CP_PROBE_BATCHES + 1 && !late; b++) { /* batch 0 warms up */
+    const double t0 = cp_probe_now();
+    for (int i = 0; i < CP_PROBE_TRIPS && !late; i++) {
+      atomic_store_explicit(&cp_probe_line.ball, 1, memory_order_release);
+      for (unsigned spins = 1; atomic_load_explicit(&cp_probe_line.ball, memory_order_acquire) != 0;
+           spins++)
+        if ((spins & 0xfffu) == 0 && cp_probe_now() - start > CP_PROBE_MAX_MS) {
+          late = 1;
+          break;
+        }
+    }
+    const double ns = (cp_probe_now() - t0) * 1e6 / CP_PROBE_TRIPS;
+    if (b > 0 && !late && (best < 0.0 || ns < best)) best = ns;
+  }
+  atomic_store_explicit(&cp_probe_line.ball, -1, memory_order_release);
+  pthread_join(partner, NULL);
+  if (late || best < 0.0) return;
+  cp_probe_ns = best;
+  cp_probe_result = best < CP_SHARED_CACHE_NS;
+}
+
+int cp_cpu_cores_share_cache(double *round_trip_ns) {
+  pthread_once(&cp_probe_once, cp_probe_run);
+  if (round_trip_ns != NULL) *round_trip_ns = cp_probe_ns;
+  return cp_probe_result;
 }
 
 convpool_status convpool_get_info(convpool_info *info) {

@@ -304,13 +304,23 @@ static void cp_balance_items(cp_plan *pl, int64_t searched, int64_t unit) {
  * shift-reduce: its 1x1 stride-2 512 -> 1024 at 28x28 (2 MiB) went 0.71 ->
  * 0.79 ms (half as many positions per item in its 32-wide tiles). Larger
  * weights lose: Winograd 256 -> 512 at 28x28 (U 18 MiB) and 512 -> 512 at
- * 14x14 (36 MiB) ran 15-20% slower against oneDNN in the benchmark.
+ * 14x14 (36 MiB) ran 15-20% slower against oneDNN in the benchmark. Where
+ * the cores share a cache (cp_cpu_cores_share_cache: a Zen 5 VM, 101 ns
+ * round trip), only for the algorithms measured to gain there too
+ * (local_regions_sharing_cache): Winograd F(2x2, 3x3) 256 -> 256 at 14x14
+ * with every cache evicted before each run, alternating, region per thread
+ * / one region: 0.39-0.45 / 0.33-0.40 ms in 7 rounds of 7, hot 0.31 /
+ * 0.26-0.27; its 128 -> 128 at 28x28, 128 -> 256 and 256 -> 256 at 56x56
+ * level; direct keeps them (3x3 stride 2 256 -> 512 at 14x14 0.367-0.385 /
+ * 0.370-0.398 ms evicted, 1.15-1.21 / 1.34 of oneDNN's time in two
+ * benchmark runs; 64 -> 128 at 56x56 0.320-0.327 / 0.329-0.335).
  */
 static int cp_wants_local_regions(const cp_plan *pl) {
   return pl->threads > 1 && pl->algo->streamed_weight_bytes != NULL &&
          pl->items / pl->co_groups < pl->threads && cp_phase_items(pl) > 0 &&
          (double)pl->algo->streamed_weight_bytes(pl) <=
-             (double)pl->cfg->local_region_l2 * (double)pl->l2_bytes;
+             (double)pl->cfg->local_region_l2 * (double)pl->l2_bytes &&
+         (pl->algo->local_regions_sharing_cache || cp_cpu_cores_share_cache(NULL) != 1);
 }
 
 /* The item size, then channel groups until there are enough items for the
@@ -577,6 +587,16 @@ void cp_plan_describe(const cp_plan *pl, convpool_dtype dtype, const char *choic
              (long long)pl->prepare_items, pl->shared_bytes, rounds);
   }
   pl->algo->describe(pl, sweep, sizeof sweep);
+  char cores[96] = ""; /* what the region-per-thread rule knows (cp_wants_local_regions) */
+  if (pl->threads > 1) {
+    double ns = 0.0;
+    const int shared = cp_cpu_cores_share_cache(&ns);
+    if (shared < 0)
+      snprintf(cores, sizeof cores, " (whether the cores share a cache: not measured)");
+    else
+      snprintf(cores, sizeof cores, " (cores %s a cache: %.0f ns round trip)",
+               shared ? "share" : "do not share", ns);
+  }
   char reach[80] = "any stride";
   if (cpu->stride_reach > 0)
     snprintf(reach, sizeof reach, "strides up to %zu bytes (sr packs wider planes)",
@@ -605,7 +625,7 @@ void cp_plan_describe(const cp_plan *pl, convpool_dtype dtype, const char *choic
       "groups %lld (%lld blocks each)\n"
       "%s"
       "epilogue       %s\n"
-      "threads        %d\n"
+      "threads        %d%s\n"
       "packed weights %zu bytes\n"
       "panel          %zu bytes per thread (budget L2/%u = %zu: %s)\n"
       "tile buffer    %zu bytes per thread (budget L2/%u = %zu: %s)\n"
@@ -624,7 +644,7 @@ void cp_plan_describe(const cp_plan *pl, convpool_dtype dtype, const char *choic
       pl->has_residual ? "a residual added before the activation" : "no residual", act,
       pl->ceil_mode ? "ceil" : "floor", sweep, (long long)pl->items, (long long)cp_batch_groups(pl),
       images, (long long)pl->row_groups, (long long)pl->col_blocks, (long long)pl->co_groups,
-      (long long)pl->co_blocks_per_group, phase, epilogue, pl->threads,
+      (long long)pl->co_blocks_per_group, phase, epilogue, pl->threads, cores,
       pl->setup->packed_weight_bytes, pl->panel_bytes, pl->cfg->panel_l2_div, pl->panel_budget,
       cp_budget_verdict(pl, pl->panel_bytes <= pl->panel_budget), pl->buf_bytes,
       pl->cfg->buf_l2_div, pl->buf_budget, cp_budget_verdict(pl, pl->buf_bytes <= pl->buf_budget),

@@ -96,6 +96,10 @@ typedef struct cp_algorithm {
      its own rather than share one prepared before the items (plan.c:
      cp_wants_local_regions). */
   size_t (*streamed_weight_bytes)(const cp_plan *pl);
+  /* With streamed_weight_bytes: a region per thread also where the threads'
+     cores share a cache (cp_cpu_cores_share_cache), where reading the other
+     thread's region costs little (measured per algorithm, plan.c). */
+  int local_regions_sharing_cache;
 
   /* Optional: the item grid is final; the algorithm may choose a phase
      before the items (pl->prepare_items, pl->shared_bytes). Returns 0 on

@@ -676,5 +676,6 @@ const cp_algorithm cp_algorithm_direct = {
     .pack_item = cp_direct_pack_item,
     .compute_block = cp_direct_compute_block,
     .streamed_weight_bytes = cp_direct_streamed_weight_bytes,
+    .local_regions_sharing_cache = 1,
     .describe = cp_direct_describe,
 };

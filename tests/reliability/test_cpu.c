@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cpu.h"
@@ -328,6 +329,46 @@ static int count_of(const cpu_set_t *set) {
 }
 
 /* cp_cpu_usable_now() and convpool_get_info() follow sched_setaffinity. */
+/* The cache probe (cp_cpu_cores_share_cache): consistent from call to
+   call, its verdict the threshold's on its round trip, none (-1, 0 ns) where
+   the process has one CPU (a child pinned to one, since the probe runs once
+   per process). */
+static void test_probe(void) {
+  cpu_set_t orig;
+  if (sched_getaffinity(0, sizeof orig, &orig) == 0) { /* before this process probes */
+    int first = 0;
+    while (first < CPU_SETSIZE && !CPU_ISSET(first, &orig)) first++;
+    fflush(stdout);
+    const pid_t child = fork();
+    if (child == 0) { /* one CPU: no partner to bounce the line with */
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(first, &one);
+      if (sched_setaffinity(0, sizeof one, &one) != 0) _exit(3);
+      double t = -1.0;
+      _exit(cp_cpu_cores_share_cache(&t) == -1 && t == 0.0 ? 0 : 1);
+    }
+    int status = 0;
+    g_checked++;
+    REL_CHECK(child > 0 && waitpid(child, &status, 0) == child && WIFEXITED(status) &&
+                  (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 3),
+              "one CPU: the probe gave a verdict (child status %d)", status);
+  }
+  double ns = -1.0, again = -1.0;
+  const int shared = cp_cpu_cores_share_cache(&ns);
+  printf("cache probe: %d (round trip %.0f ns)\n", shared, ns);
+  g_checked += 2;
+  REL_CHECK(cp_cpu_cores_share_cache(&again) == shared && again == ns,
+            "second call: %d (%.0f ns) after %d (%.0f ns)", cp_cpu_cores_share_cache(NULL), again,
+            shared, ns);
+  if (shared < 0)
+    REL_CHECK(ns == 0.0, "no verdict but a round trip of %.0f ns", ns);
+  else
+    REL_CHECK(ns > 0.0 && (ns < CP_SHARED_CACHE_NS) == shared,
+              "verdict %d for a round trip of %.0f ns (threshold %.0f)", shared, ns,
+              CP_SHARED_CACHE_NS);
+}
+
 static void test_affinity(void) {
   cpu_set_t orig;
   if (sched_getaffinity(0, sizeof orig, &orig) != 0) {
@@ -396,6 +437,7 @@ int main(void) {
   test_v2();
   test_v1();
   test_guess();
+  test_probe();
   test_affinity();
   clear();
   rmdir(g_root);
