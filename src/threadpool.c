@@ -181,6 +181,9 @@ static void *cp_worker_main(void *raw) {
 static convpool_status cp_threadpool_start(int threads, int openmp, const convpool_allocator *a,
                                            cp_threadpool **out) {
   *out = NULL;
+  /* the cache probe (cpu.h) while no worker of ours spins on a CPU it needs:
+     asked first by a plan made after runs, it would race the pool's workers */
+  if (threads > 1) (void)cp_cpu_cores_share_cache(NULL);
   cp_threadpool *p = cp_alloc(a, sizeof *p);
   if (p == NULL) return cp_fail(CONVPOOL_OUT_OF_MEMORY, "cannot allocate the thread pool");
   *p = (cp_threadpool){.allocator = *a, .threads = threads, .openmp = openmp};
