@@ -307,11 +307,13 @@ static void cp_balance_items(cp_plan *pl, int64_t searched, int64_t unit) {
  * 14x14 (36 MiB) ran 15-20% slower against oneDNN in the benchmark. Where
  * the cores share a cache (cp_cpu_cores_share_cache: a Zen 5 VM, 101 ns
  * round trip), only for the algorithms measured to gain there too
- * (local_regions_sharing_cache): Winograd F(2x2, 3x3) 256 -> 256 at 14x14
- * with every cache evicted before each run, alternating, region per thread
- * / one region: 0.39-0.45 / 0.33-0.40 ms in 7 rounds of 7, hot 0.31 /
- * 0.26-0.27; its 128 -> 128 at 28x28, 128 -> 256 and 256 -> 256 at 56x56
- * level; direct keeps them (3x3 stride 2 256 -> 512 at 14x14 0.367-0.385 /
+ * (local_regions_sharing_cache): Winograd F(2x2, 3x3) 256 -> 256 at 14x14,
+ * region per thread / one region, medians of 60 runs with every cache
+ * evicted before each: 0.35-0.45 / 0.30-0.42 ms, one region faster in 8 of
+ * 10 alternating pairs (one level, one disturbed); hot 0.30-0.31 /
+ * 0.255-0.264; 128 -> 256 at 56x56 level evicted, 3-4% slower hot, 128 ->
+ * 128 at 28x28 and 256 -> 256 at 56x56 level (their plans keep their rows
+ * for other reasons); direct keeps them (3x3 stride 2 256 -> 512 at 14x14 0.367-0.385 /
  * 0.370-0.398 ms evicted, 1.15-1.21 / 1.34 of oneDNN's time in two
  * benchmark runs; 64 -> 128 at 56x56 0.320-0.327 / 0.329-0.335).
  */
