@@ -463,6 +463,17 @@ static void cp_cpu_init(void) {
   (void)cp_vendor(vendor);
   c->stride_reach = strcmp(vendor, "GenuineIntel") == 0 ? 2048 : 0;
 #endif
+  const char *l3_env = getenv("CONVPOOL_L3_KIB");
+  if (l3_env != NULL && l3_env[0] != '\0') { /* a decimal count of KiB, 64 KiB to 1 TiB */
+    char *end = NULL;
+    errno = 0;
+    const unsigned long long kib = strtoull(l3_env, &end, 10);
+    if (errno == 0 && *end == '\0' && l3_env[0] >= '0' && l3_env[0] <= '9' && kib >= 64 &&
+        kib <= (1ull << 30))
+      c->l3 = (size_t)kib << 10, c->l3_from_env = 1;
+    else
+      c->l3_from_env = -1;
+  }
   c->isa = c->detected;
   const char *cap = getenv("CONVPOOL_ISA");
   if (cap != NULL && cap[0] != '\0') {

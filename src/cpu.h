@@ -17,6 +17,10 @@ typedef struct cp_cpu {
   int isa_cap_ignored; /* CONVPOOL_ISA was set to a value not recognised */
   size_t l1d, l2, l3;
   int caches_from_cpuid;
+  /* CONVPOOL_L3_KIB: 1 it set l3 (the L3 to plan for, where cpuid
+     misreports it, and for tests of the plans of a small L3), -1 it was set
+     to a value not recognised (ignored), else 0 */
+  int l3_from_env;
   /* the largest constant stride, in bytes, that the L1 stride prefetcher
      follows (Intel's optimization manual: 2 KiB), or 0 where a stride of
      any size is followed (AMD's manuals give no limit) */

@@ -635,8 +635,15 @@ void cp_plan_describe(const cp_plan *pl, convpool_dtype dtype, const char *choic
       pl->algo->name, cp_algorithm_short_name(pl->algo), pl->kernel, choice,
       cp_isa_name(pl->setup->isa), cp_isa_name(cpu->detected),
       cpu->isa_cap_ignored ? "; CONVPOOL_ISA not recognised, ignored" : "", cpu->l1d >> 10,
-      cpu->l2 >> 10, cpu->l3 >> 10, cpu->caches_from_cpuid ? "cpuid" : "fallback values", reach,
-      (long long)pl->batch, (long long)pl->c_in, (long long)pl->height, (long long)pl->width,
+      cpu->l2 >> 10, cpu->l3 >> 10,
+      cpu->l3_from_env > 0 ? (cpu->caches_from_cpuid ? "cpuid; L3 from CONVPOOL_L3_KIB"
+                                                     : "fallback values; L3 from CONVPOOL_L3_KIB")
+      : cpu->l3_from_env < 0
+          ? (cpu->caches_from_cpuid ? "cpuid; CONVPOOL_L3_KIB not recognised, ignored"
+                                    : "fallback values; CONVPOOL_L3_KIB not recognised, ignored")
+      : cpu->caches_from_cpuid ? "cpuid"
+                               : "fallback values",
+      reach, (long long)pl->batch, (long long)pl->c_in, (long long)pl->height, (long long)pl->width,
       convpool_dtype_name(dtype), (long long)pl->oh, (long long)pl->ow, (long long)pl->pool,
       (long long)pl->batch, (long long)pl->c_out, (long long)pl->ph, (long long)pl->pw,
       (long long)pl->pad[0], (long long)pl->pad[1], (long long)pl->pad[2], (long long)pl->pad[3],

@@ -609,5 +609,17 @@ done
 env -u CONVPOOL_VERBOSE "$cli" $verbose_flags >/dev/null 2>"$tmp/q.err"
 [ ! -s "$tmp/q.err" ] || { echo "without CONVPOOL_VERBOSE the library printed:"; cat "$tmp/q.err"; fail=1; }
 
+# ---- CONVPOOL_L3_KIB: the L3 the plans are made for, or ignored, said so ----
+CONVPOOL_L3_KIB=1024 "$cli" $small --iters 1 --warmup 0 --show-tiling >"$tmp/l3.out" ||
+  { echo "CONVPOOL_L3_KIB=1024 run failed"; fail=1; }
+grep -q '^caches .* L3 1024 KiB ([a-z ]*; L3 from CONVPOOL_L3_KIB)' "$tmp/l3.out" ||
+  { echo "CONVPOOL_L3_KIB=1024: the plan does not say so:"; grep '^caches' "$tmp/l3.out"; fail=1; }
+for bad in abc 12 1024x -5; do
+  CONVPOOL_L3_KIB=$bad "$cli" $small --iters 1 --warmup 0 --show-tiling >"$tmp/l3b.out" ||
+    { echo "CONVPOOL_L3_KIB=$bad run failed"; fail=1; }
+  grep -q '^caches .*CONVPOOL_L3_KIB not recognised, ignored' "$tmp/l3b.out" ||
+    { echo "CONVPOOL_L3_KIB=$bad: not said to be ignored:"; grep '^caches' "$tmp/l3b.out"; fail=1; }
+done
+
 [ $fail -eq 0 ] && echo "cli: all checks passed"
 exit $fail
