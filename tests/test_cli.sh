@@ -562,15 +562,16 @@ done
   { echo "Winograd split a 512 -> 512 image of 28x28 into row groups (U streamed twice)"; fail=1; }
 # items of one tile row where U (576 KiB), V and M (~310 KiB) fit in L2 and give the two
 # threads their 8 items without channel groups; with 128 -> 32 channels at 28x28 (7 tile
-# rows) they would not, and its split keeps channel groups of larger items
+# rows) they would not, and its split keeps channel groups of larger items (one item of
+# all 7 rows with 1 MiB of L2, 3 row groups with 2 MiB: 0.21 ms either way on a Xeon)
 w56="--in-channels 64 --out-channels 64 --height 56 --width 56 --padding 1 --pool 1 --iters 1 --warmup 0 --show-tiling --impl winograd --threads 2"
 "$cli" $w56 >"$tmp/w56.out" || { echo "Winograd 64 -> 64 at 56x56 failed"; fail=1; }
 l2=$(sed -n 's/^caches .*L2 \([0-9]*\) KiB.*/\1/p' "$tmp/w56.out")
 if [ -n "$l2" ] && [ "$l2" -ge 1024 ]; then
   grep -q '^work items     14 = batch 1 x row groups 14 x column blocks 1 x channel groups 1 ' "$tmp/w56.out" ||
     { echo "Winograd 64 -> 64 at 56x56 with L2 $l2 KiB: not 14 items of one tile row"; fail=1; }
-  "$cli" $w56 --in-channels 128 --out-channels 32 --height 28 --width 28 | grep -q '^work items     .* x row groups 1 x ' ||
-    { echo "Winograd 128 -> 32 at 28x28: split into row groups and channel groups"; fail=1; }
+  "$cli" $w56 --in-channels 128 --out-channels 32 --height 28 --width 28 | grep -q '^work items     .* x row groups 7 x ' &&
+    { echo "Winograd 128 -> 32 at 28x28: split into items of one tile row"; fail=1; }
 else
   echo "skip: Winograd's one-row items need 1 MiB of L2 (caches line: L2 ${l2:-unknown} KiB)"
 fi
