@@ -316,12 +316,22 @@ static void cp_balance_items(cp_plan *pl, int64_t searched, int64_t unit) {
  * for other reasons); direct keeps them (3x3 stride 2 256 -> 512 at 14x14 0.367-0.385 /
  * 0.370-0.398 ms evicted, 1.15-1.21 / 1.34 of oneDNN's time in two
  * benchmark runs; 64 -> 128 at 56x56 0.320-0.327 / 0.329-0.335).
+ * Whatever the L2, at most CP_LOCAL_REGION_MAX_BYTES of weights: 8 L2s of
+ * an Intel Xeon (2 MiB L2, cores sharing an L3 that gives one core ~29 GB/s
+ * from 4 to 64 MiB) took direct 512 -> 512 3x3 at 7x7 (9.4 MB) into a
+ * region per thread, 1.02-1.05 ms against 0.82-0.84 with one region (CLI
+ * medians, 3 alternating turns); below the cap it measured mixed there
+ * (256 -> 512 3x3 stride 2 at 14x14, 4.7 MB: 445-484 / 427-462 us; 128 ->
+ * 256 stride 2 at 28x28, 1.2 MB: 361-365 / 417-431).
  */
+#define CP_LOCAL_REGION_MAX_BYTES ((double)(8u << 20))
 static int cp_wants_local_regions(const cp_plan *pl) {
+  const double weights =
+      pl->algo->streamed_weight_bytes != NULL ? (double)pl->algo->streamed_weight_bytes(pl) : 0.0;
   return pl->threads > 1 && pl->algo->streamed_weight_bytes != NULL &&
          pl->items / pl->co_groups < pl->threads && cp_phase_items(pl) > 0 &&
-         (double)pl->algo->streamed_weight_bytes(pl) <=
-             (double)pl->cfg->local_region_l2 * (double)pl->l2_bytes &&
+         weights <= (double)pl->cfg->local_region_l2 * (double)pl->l2_bytes &&
+         weights <= CP_LOCAL_REGION_MAX_BYTES &&
          (pl->algo->local_regions_sharing_cache || cp_cpu_cores_share_cache(NULL) != 1);
 }
 
