@@ -462,7 +462,17 @@ static void cp_cpu_init(void) {
   char vendor[13];
   (void)cp_vendor(vendor);
   c->stride_reach = strcmp(vendor, "GenuineIntel") == 0 ? 2048 : 0;
+  c->direct_mr = strcmp(vendor, "GenuineIntel") == 0 ? 64 : 32;
+#else
+  c->direct_mr = 32;
 #endif
+  const char *mr_env = getenv("CONVPOOL_DIRECT_MR");
+  if (mr_env != NULL && mr_env[0] != '\0') {
+    if (strcmp(mr_env, "32") == 0 || strcmp(mr_env, "64") == 0)
+      c->direct_mr = atoi(mr_env), c->direct_mr_from_env = 1;
+    else
+      c->direct_mr_from_env = -1;
+  }
   const char *l3_env = getenv("CONVPOOL_L3_KIB");
   if (l3_env != NULL && l3_env[0] != '\0') { /* a decimal count of KiB, 64 KiB to 1 TiB */
     char *end = NULL;

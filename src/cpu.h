@@ -25,6 +25,13 @@ typedef struct cp_cpu {
      follows (Intel's optimization manual: 2 KiB), or 0 where a stride of
      any size is followed (AMD's manuals give no limit) */
   size_t stride_reach;
+  /* output channels per register tile of the direct algorithm's fp32 AVX-512
+     kernels (cl-ukernels.inc): 64 on Intel, whose two 512-bit loads a cycle
+     the 32-channel tiles' broadcasts crowd (direct.c: cp_direct_kernel), 32
+     elsewhere; CONVPOOL_DIRECT_MR (32 or 64) sets it: direct_mr_from_env 1,
+     or -1 where the value was not recognised (ignored), else 0 */
+  int direct_mr;
+  int direct_mr_from_env;
 } cp_cpu;
 
 const cp_cpu *cp_cpu_get(void); /* computed once, thread-safe */

@@ -195,9 +195,11 @@ static convpool_status cp_op_create(const convpool_layer *public_layer, const vo
   int handovers = 0; /* room for others' weights */
   for (int i = 0; setup.auto_choice && algo->packs_for != NULL && i < CP_MAX_HANDOVERS; i++) {
     size_t offset = 0;
-    const cp_algorithm *to = algo->packs_for(&setup, i, &offset);
+    int co_block = 0;
+    const cp_algorithm *to = algo->packs_for(&setup, i, &offset, &co_block);
     if (to == NULL) break;
     cp_handover *h = &handover[handovers];
+    h->setup.co_block_wanted = co_block;
     if (to->setup(&layer, cpu, &h->setup) == CONVPOOL_SUCCESS &&
         offset <= setup.packed_weight_bytes / sizeof(float) &&
         h->setup.packed_weight_bytes <= setup.packed_weight_bytes - offset * sizeof(float))

@@ -77,6 +77,11 @@ typedef struct cp_algo_setup {
      handed over (cp_algorithm.hands_over) and the setup packs what the
      hand-over's algorithm reads too */
   int auto_choice;
+  /* set before the setup, 0 for the algorithm's own choice: the output
+     channels per block that its packed weights must be laid out in, where
+     the algorithm handing runs over reads them too (cp_algorithm.packs_for);
+     a setup that cannot lay them out so fails */
+  int co_block_wanted;
   cp_isa isa;          /* ISA of the kernels it chose */
   const char *kernel;  /* name of its main kernel */
   cp_algo_state state; /* the algorithm's own: its kernels, its weight layout */

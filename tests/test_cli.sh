@@ -622,5 +622,21 @@ for bad in abc 12 1024x -5; do
     { echo "CONVPOOL_L3_KIB=$bad: not said to be ignored:"; grep '^caches' "$tmp/l3b.out"; fail=1; }
 done
 
+# ---- CONVPOOL_DIRECT_MR: direct's tiles of 64 or 32 channels, the same bytes ----
+wide="--in-channels 72 --out-channels 136 --height 9 --width 7 --padding 1 --pool 2 --activation relu --impl direct --iters 1 --warmup 0"
+if "$cli" $wide --show-tiling | grep -q '^isa            avx512'; then
+  for mr in 32 64; do
+    CONVPOOL_DIRECT_MR=$mr "$cli" $wide --show-tiling --dump-dir "$tmp/mr$mr" >"$tmp/mr$mr.out" ||
+      { echo "CONVPOOL_DIRECT_MR=$mr run failed"; fail=1; }
+    grep -q "^register tile  $mr output channels .*tiles of $mr channels (CONVPOOL_DIRECT_MR)" "$tmp/mr$mr.out" ||
+      { echo "CONVPOOL_DIRECT_MR=$mr: not $mr-channel tiles:"; grep '^register' "$tmp/mr$mr.out"; fail=1; }
+  done
+  cmp -s "$tmp/mr32/out.bin" "$tmp/mr64/out.bin" || { echo "direct's 64-channel tiles changed the bytes"; fail=1; }
+  CONVPOOL_DIRECT_MR=48 "$cli" $wide --show-tiling | grep -q '^register tile .*CONVPOOL_DIRECT_MR not recognised, ignored' ||
+    { echo "CONVPOOL_DIRECT_MR=48: not said to be ignored"; fail=1; }
+else
+  echo "skip: direct's 64-channel tiles are AVX-512's (this CPU has no AVX-512)"
+fi
+
 [ $fail -eq 0 ] && echo "cli: all checks passed"
 exit $fail

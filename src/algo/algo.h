@@ -149,9 +149,12 @@ typedef struct cp_algorithm {
   /* Optional, with hands_over: the index-th algorithm (index <
      CP_MAX_HANDOVERS) whose own weights (as its pack_weights lays them out,
      from its own setup) a setup that auto chose leaves room for at *offset
-     floats into the packed weights, or NULL past the last. The operator sets
-     each up and packs its weights there. */
-  const struct cp_algorithm *(*packs_for)(const cp_algo_setup *setup, int index, size_t *offset);
+     floats into the packed weights, or NULL past the last; *co_block: the
+     output channels per block those weights must be laid out in where this
+     algorithm reads them too, else 0. The operator sets each up
+     (cp_algo_setup.co_block_wanted) and packs its weights there. */
+  const struct cp_algorithm *(*packs_for)(const cp_algo_setup *setup, int index, size_t *offset,
+                                          int *co_block);
 } cp_algorithm;
 
 /* Every algorithm, by name (algorithms.inc lists them). */

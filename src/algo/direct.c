@@ -188,12 +188,51 @@ static cp_weight_blocks cp_direct_weight_blocks(const cp_layer *layer, const cp_
   return wb;
 }
 
+static int cp_direct_block_in_one_pass(size_t block_bytes, size_t l2_bytes);
+
+/*
+ * The kernel: bfloat16 on the pair kernels where the CPU has them, else fp32
+ * (from widened panels for bfloat16); the fp32 AVX-512 tiles of the CPU's
+ * width (cpu.h: direct_mr) where the layer fills at least two such blocks of
+ * output channels per group and a block's weights go in one pass, or in
+ * passes, as they would in 32-channel blocks (a block of 64 channels holds
+ * twice the weights). Each output's sum is the same in either (cl-ukernel.h).
+ * 64 x 7 against 32 x 14 on an Intel Xeon (2 threads, CLI medians, 2-3
+ * alternating turns, us): 1x1 at 7x7 512 -> 2048 375-389 -> 336-341, 2048
+ * -> 512 351-369 -> 304-321; 512 -> 128 1x1 at 28x28 379-384 -> 346-359;
+ * 512 -> 1024 1x1 stride 2 at 28x28 834-841 -> 711-717; 512 -> 512 3x3 at
+ * 7x7 788-831 -> 729-790 (8 images 5.58-5.69 -> 5.40-5.46 ms); 256 ->
+ * 1024 1x1 at 14x14 326-329 -> 309; 8 images of 1024 -> 256 1x1 at 14x14
+ * 2.79-2.82 -> 2.66 ms; level: 64 -> 128 and 128 -> 256 3x3 stride 2, 256
+ * -> 512 1x1 stride 2 at 56x56; slower: 8 images of 1x1 at 7x7 (2.56-2.65
+ * -> 2.63-2.69 ms), and 256 -> 512 3x3 stride 2 at 14x14 where its 64-channel
+ * blocks went in passes (418-426 -> 511-525 us; hence the pass rule).
+ * `wanted` > 0: tiles of that many channels (a hand-over's room laid out so,
+ * cp_algo_setup.co_block_wanted), where the kernel list has them.
+ */
+static const cp_cl_ukernel *cp_direct_kernel(const cp_layer *layer, const cp_cpu *cpu, int wanted) {
+  const cp_cl_ukernel *uk =
+      layer->dtype == CONVPOOL_BFLOAT16 ? cp_cl_ukernel_select(cpu->isa, 2) : NULL;
+  if (uk == NULL) uk = cp_cl_ukernel_select(cpu->isa, 1);
+  if (wanted > 0) return cp_cl_ukernel_with_mr(uk, wanted); /* the caller checks its MR */
+  const cp_cl_ukernel *wide = cp_cl_ukernel_with_mr(uk, cpu->direct_mr);
+  if (wide == uk || layer->c_out / layer->groups < 2 * (int64_t)wide->mr) return uk;
+  const size_t steps = cp_direct_group_steps(layer->c_in, layer->groups, uk);
+  const size_t bytes = steps * (size_t)(layer->k * layer->k) * (size_t)uk->mr * sizeof(float);
+  const size_t wide_bytes = bytes / (size_t)uk->mr * (size_t)wide->mr;
+  return cp_direct_block_in_one_pass(bytes, cpu->l2) ==
+                 cp_direct_block_in_one_pass(wide_bytes, cpu->l2)
+             ? wide
+             : uk;
+}
+
 static convpool_status cp_direct_setup(const cp_layer *layer, const cp_cpu *cpu,
                                        cp_algo_setup *setup) {
   cp_direct_state *s = CP_ALGO_STATE(cp_direct_state, setup->state);
-  /* bfloat16: the pair kernels where the CPU has them, else fp32 from widened panels */
-  s->uk = layer->dtype == CONVPOOL_BFLOAT16 ? cp_cl_ukernel_select(cpu->isa, 2) : NULL;
-  if (s->uk == NULL) s->uk = cp_cl_ukernel_select(cpu->isa, 1);
+  s->uk = cp_direct_kernel(layer, cpu, setup->co_block_wanted);
+  if (setup->co_block_wanted > 0 && s->uk->mr != setup->co_block_wanted)
+    return cp_fail(CONVPOOL_UNSUPPORTED, "direct has no kernel of %d output channels for %s",
+                   setup->co_block_wanted, cp_isa_name(cpu->isa));
   const cp_weight_blocks wb = cp_direct_weight_blocks(layer, s->uk);
   size_t block_bytes;
   if (!cp_size_weights_blocked(&wb, &setup->packed_weight_bytes, &block_bytes))
@@ -238,6 +277,9 @@ static void cp_direct_item_units(const cp_plan *pl, int64_t *rows, int64_t *cols
    one pass and 0.86-0.94 in passes (CLI, alternating, four turns). */
 #define CP_DIRECT_ONE_PASS_TILES 16
 #define CP_DIRECT_ONE_PASS_BYTES ((size_t)512 << 10)
+static int cp_direct_block_in_one_pass(size_t block_bytes, size_t l2_bytes) {
+  return block_bytes <= l2_bytes / 2 && block_bytes <= CP_DIRECT_ONE_PASS_BYTES;
+}
 
 /* Without conv padding an fp32 image is its own panel: rows width apart,
    channels a plane apart, every address a position or tap reads inside
@@ -260,8 +302,7 @@ static int cp_direct_one_pass(const cp_plan *pl) {
   const cp_cl_ukernel *uk = cp_direct_setup_of(pl->setup)->uk;
   const size_t bytes = cp_direct_group_steps(pl->c_in, pl->groups, uk) * (size_t)(pl->k * pl->k) *
                        (size_t)uk->mr * sizeof(float);
-  return pl->setup->isa >= CP_ISA_AVX512 && bytes <= pl->l2_bytes / 2 &&
-         bytes <= CP_DIRECT_ONE_PASS_BYTES;
+  return pl->setup->isa >= CP_ISA_AVX512 && cp_direct_block_in_one_pass(bytes, pl->l2_bytes);
 }
 
 static int cp_direct_geometry(cp_plan *pl) {
@@ -647,16 +688,21 @@ static size_t cp_direct_streamed_weight_bytes(const cp_plan *pl) {
 static void cp_direct_describe(const cp_plan *pl, char *text, size_t capacity) {
   const cp_direct_plan *dp = CP_ALGO_STATE(const cp_direct_plan, pl->state);
   const cp_cl_ukernel *uk = dp->uk;
-  snprintf(
-      text, capacity,
-      "register tile  %d output channels (in the lanes) x %d conv positions, row after row "
-      "(input broadcast); %lld channel blocks\n"
-      "panel          %lld pooled rows x %lld pooled columns: conv %lld rows (%lld input "
-      "rows) x %lld columns x %lld channels, %s, %s; stride and dilation read in place\n",
-      uk->mr, uk->np, (long long)pl->co_blocks, (long long)pl->group, (long long)pl->col_block,
-      (long long)pl->conv_rows, (long long)((pl->conv_rows - 1) * pl->conv_stride + pl->extent),
-      (long long)pl->conv_cols, (long long)pl->c_in, uk->cpack == 2 ? "bf16 channel pairs" : "fp32",
-      dp->in_place ? "the source itself (no conv padding): nothing packed" : "packed");
+  const cp_cpu *cpu = cp_cpu_get();
+  snprintf(text, capacity,
+           "register tile  %d output channels (in the lanes) x %d conv positions, row after row "
+           "(input broadcast); %lld channel blocks; fp32 AVX-512 tiles of %d channels%s\n"
+           "panel          %lld pooled rows x %lld pooled columns: conv %lld rows (%lld input "
+           "rows) x %lld columns x %lld channels, %s, %s; stride and dilation read in place\n",
+           uk->mr, uk->np, (long long)pl->co_blocks, cpu->direct_mr,
+           cpu->direct_mr_from_env > 0   ? " (CONVPOOL_DIRECT_MR)"
+           : cpu->direct_mr_from_env < 0 ? " (CONVPOOL_DIRECT_MR not recognised, ignored)"
+                                         : " on this CPU where they fit (cp_direct_kernel)",
+           (long long)pl->group, (long long)pl->col_block, (long long)pl->conv_rows,
+           (long long)((pl->conv_rows - 1) * pl->conv_stride + pl->extent),
+           (long long)pl->conv_cols, (long long)pl->c_in,
+           uk->cpack == 2 ? "bf16 channel pairs" : "fp32",
+           dp->in_place ? "the source itself (no conv padding): nothing packed" : "packed");
 }
 
 const cp_algorithm cp_algorithm_direct = {

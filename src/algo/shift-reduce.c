@@ -233,11 +233,13 @@ static const cp_algorithm *cp_sr_hands_over(const cp_layer *layer, const cp_bloc
   return NULL;
 }
 
-static const cp_algorithm *cp_sr_packs_for(const cp_algo_setup *s, int index, size_t *offset) {
+static const cp_algorithm *cp_sr_packs_for(const cp_algo_setup *s, int index, size_t *offset,
+                                           int *co_block) {
   const cp_sr_setup *ss = CP_ALGO_STATE(const cp_sr_setup, s->state);
   if (!s->auto_choice || index < 0 || index >= CP_MAX_HANDOVERS || ss->hand_to[index] == NULL)
     return NULL;
   *offset = ss->hand_offset[index];
+  *co_block = 0; /* its runs only: any layout of the room */
   return ss->hand_to[index];
 }
 

@@ -1231,14 +1231,18 @@ static const cp_algorithm *cp_wino_hands_over(const cp_layer *layer, const cp_bl
 
 /* A setup that auto chose and that packed F(2x2, 3x3) holds its direct
    tiles' weights [cb][c][9][MR] at cl_offset: the direct algorithm's
-   layout, which the operator writes there for the hand-over above; not
+   layout, in blocks of the same MR (cp_algo_setup.co_block_wanted: direct
+   would take 64-channel blocks on some CPUs, cp_direct_kernel), which the
+   operator writes there for the hand-over above; not
    where direct's are bf16 pairs (its pair kernels), which this algorithm's
    fp32 direct tiles cannot read: those runs stay here. */
-static const cp_algorithm *cp_wino_packs_for(const cp_algo_setup *s, int index, size_t *offset) {
+static const cp_algorithm *cp_wino_packs_for(const cp_algo_setup *s, int index, size_t *offset,
+                                             int *co_block) {
   const cp_wino_setup *ws = CP_ALGO_STATE(const cp_wino_setup, s->state);
   if (!s->auto_choice || index > 0 || ws->u_floats[CP_WINO_F23] == 0 || !ws->direct_shares)
     return NULL;
   *offset = ws->cl_offset;
+  *co_block = ws->cl->mr; /* its direct tiles read them in blocks of cl's MR */
   return &cp_algorithm_direct;
 }
 

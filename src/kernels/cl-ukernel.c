@@ -22,6 +22,14 @@ const cp_cl_ukernel *cp_cl_ukernel_select(cp_isa isa, int cpack) {
   return best;
 }
 
+const cp_cl_ukernel *cp_cl_ukernel_with_mr(const cp_cl_ukernel *uk, int mr) {
+  for (size_t i = 0; i < sizeof cp_cl_ukernels / sizeof cp_cl_ukernels[0]; i++) {
+    const cp_cl_ukernel *u = &cp_cl_ukernels[i];
+    if (u->isa == uk->isa && u->cpack == uk->cpack && u->mr == mr) return u;
+  }
+  return uk;
+}
+
 static size_t cp_cl_tiles_cost(const cp_cl_ukernel *uk, size_t positions) {
   const size_t np = (size_t)uk->np;
   return (positions + np - 1) / np * (np + 1);

@@ -70,6 +70,10 @@ const cp_cl_ukernel *cp_cl_ukernel_list(size_t *count);
    for cpack 1: the portable one is listed). */
 const cp_cl_ukernel *cp_cl_ukernel_select(cp_isa isa, int cpack);
 
+/* The first listed kernel of uk's ISA and cpack whose tiles hold `mr`
+   output channels; uk where none does. */
+const cp_cl_ukernel *cp_cl_ukernel_with_mr(const cp_cl_ukernel *uk, int mr);
+
 /* Of uk and the listed kernels of its ISA, cpack and MR (the same weight layout,
    the same sums: each output's terms in the same order whatever NP), the one
    whose tiles cover `positions` at the least cost, counted as each tile's

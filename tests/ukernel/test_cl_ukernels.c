@@ -205,9 +205,11 @@ int main(int argc, char **argv) {
     printf("SKIP %s: this CPU lacks %s\n", u->name, cp_isa_name(u->isa));
     return EXIT_SKIP;
   }
-  /* reachable: select's kernel of its ISA, or one of that kernel's family
-     (same ISA and MR) that a tile's worth of positions picks */
+  /* reachable: select's kernel of its ISA, or the first of its ISA with
+     another MR (cp_cl_ukernel_with_mr), or one of that kernel's family (same
+     ISA and MR) that a tile's worth of positions picks */
   const cp_cl_ukernel *base = cp_cl_ukernel_select(u->isa, u->cpack);
+  if (base != NULL) base = cp_cl_ukernel_with_mr(base, u->mr);
   if (base == NULL || base->isa != u->isa || base->cpack != u->cpack || base->mr != u->mr ||
       cp_cl_ukernel_for_positions(base, (size_t)u->np) != u) {
     printf("%s: neither select(%s, %d) (%s) nor its family for %d positions gives it\n", u->name,
