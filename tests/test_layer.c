@@ -865,6 +865,27 @@ static int check_data_case(const char *what, int64_t c_in, int64_t c_out, int64_
   return ok;
 }
 
+/* One fp32 image of hw x hw through a 3x3 layer of conv padding 1, no bias,
+   with each of `count` algorithms: y[a] (allocated here) their outputs;
+   1 if every run succeeded. */
+static int run_padded_3x3(int64_t c_in, int64_t c_out, int64_t hw, const float *x, const float *wt,
+                          const convpool_algo *algos, int count, float **y) {
+  const size_t n = (size_t)(c_out * hw * hw);
+  convpool_layer l;
+  convpool_layer_init(&l, CONVPOOL_FLOAT32, c_out, c_in, 3, 1);
+  for (int side = 0; side < 4; side++) l.padding[side] = 1;
+  int ok = 1;
+  for (int a = 0; a < count; a++) {
+    y[a] = tu_xmalloc(n * sizeof(float));
+    convpool_options o;
+    convpool_options_init(&o);
+    o.algo = algos[a];
+    ok = ok && convpool_layer_run(&l, x, 1, hw, hw, wt, NULL, y[a], n * sizeof(float), &o) ==
+                   CONVPOOL_SUCCESS;
+  }
+  return ok;
+}
+
 /*
  * A tile the range rule flags in part (winograd.h, cp_wino_screen_tile): in
  * [0, 1) data, one input of 12 at row 2, column 2 of channel 0 lies in the
@@ -886,25 +907,13 @@ static int check_partly_flagged_tile(int *cases) {
     if (declined_dense(c_out, c_in, 3)) continue;
     tu_rng rng = {777 + (uint64_t)k};
     const size_t n_x = (size_t)(c_in * hw * hw), n_w = (size_t)(c_out * c_in * 9);
-    const size_t n = (size_t)(c_out * hw * hw);
     float *x = tu_xmalloc(n_x * sizeof(float)), *wt = tu_xmalloc(n_w * sizeof(float));
     for (size_t i = 0; i < n_x; i++) x[i] = tu_uniform(&rng);
     for (size_t i = 0; i < n_w; i++) wt[i] = 0.5f + 0.5f * tu_uniform(&rng); /* even filters */
     x[2 * hw + 2] = 12.0f;
-    convpool_layer l;
-    convpool_layer_init(&l, CONVPOOL_FLOAT32, c_out, c_in, 3, 1);
-    for (int side = 0; side < 4; side++) l.padding[side] = 1;
     float *y[3];
     const convpool_algo algos[3] = {g_algo, CONVPOOL_ALGO_SHIFT_REDUCE, CONVPOOL_ALGO_DIRECT};
-    int ok = 1;
-    for (int a = 0; a < 3; a++) {
-      y[a] = tu_xmalloc(n * sizeof(float));
-      convpool_options o;
-      convpool_options_init(&o);
-      o.algo = algos[a];
-      ok = ok && convpool_layer_run(&l, x, 1, hw, hw, wt, NULL, y[a], n * sizeof(float), &o) ==
-                     CONVPOOL_SUCCESS;
-    }
+    const int ok = run_padded_3x3(c_in, c_out, hw, x, wt, algos, 3, y);
     (*cases)++;
     if (!ok) {
       printf("partly flagged tile, %lld -> %lld: %s\n", (long long)c_in, (long long)c_out,
@@ -948,20 +957,9 @@ static int check_handover_layout(void) {
   for (size_t i = 0; i < n_x; i++) x[i] = tu_uniform(&rng);
   for (size_t i = 0; i < n_w; i++) wt[i] = tu_uniform(&rng) - 0.5f;
   for (int64_t ch = 0; ch < c; ch++) x[(size_t)(ch * hw * hw + 5 * hw + 6)] = 1000.0f;
-  convpool_layer l;
-  convpool_layer_init(&l, CONVPOOL_FLOAT32, c, c, 3, 1);
-  for (int side = 0; side < 4; side++) l.padding[side] = 1;
   const convpool_algo algos[2] = {CONVPOOL_ALGO_AUTO, CONVPOOL_ALGO_DIRECT};
   float *y[2];
-  int ok = 1;
-  for (int a = 0; a < 2; a++) {
-    y[a] = tu_xmalloc(n * sizeof(float));
-    convpool_options o;
-    convpool_options_init(&o);
-    o.algo = algos[a];
-    ok = ok && convpool_layer_run(&l, x, 1, hw, hw, wt, NULL, y[a], n * sizeof(float), &o) ==
-                   CONVPOOL_SUCCESS;
-  }
+  const int ok = run_padded_3x3(c, c, hw, x, wt, algos, 2, y);
   double worst = 0.0, scale = 0.0;
   for (size_t i = 0; ok && i < n; i++) {
     const double d = fabs((double)y[0][i] - (double)y[1][i]);
