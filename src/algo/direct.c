@@ -95,8 +95,12 @@ static const char *cp_direct_declines(const cp_layer *layer, const cp_cpu *cpu, 
    (8 images 1.94-2.11 / 2.39-2.43), 512 -> 256 at 28x28 0.47-0.48 /
    0.52-0.54 (8 images 4.25-4.34 / 4.16, the one loss), 512 -> 128 at 28x28
    0.28 / 0.28-0.29. From 256 channels down shift-reduce is faster (256 ->
-   1024 at 14x14 0.45 / 0.40 ms, 256 -> 64 at 56x56 0.46 / 0.43 in one
-   benchmark run), and on Zen 3 (AVX2) at 1024 too (1024 -> 256 at 14x14
+   64 at 56x56 0.46 / 0.43 in one benchmark run), but for 256 -> 1024 at
+   14x14 (0.45 / 0.40 ms then; 0.237 / 0.250 in the latest Zen 5 suite
+   run, and on an Intel Xeon, CLI medians, two alternating turns, 307-309 /
+   337-343 us with direct's 64-channel tiles, 335-345 / 362-388 with 32;
+   8 images 2.78-2.89 / 2.99-3.16 ms): 1x1 layers to 1024 channels or more
+   from 256 or more go to direct as well; and on Zen 3 (AVX2) at 1024 too (1024 -> 256 at 14x14
    0.98 / 0.89 ms). Measured since on a VM presenting an EPYC of family 23
    (AVX2 at 16 FLOP a cycle, 2 threads) direct is faster on AVX2 where
    either side has 1024 channels or more, which in a network are its
@@ -165,14 +169,16 @@ static const char *cp_direct_auto_skips(const cp_layer *layer, const cp_cpu *cpu
   if (layer->conv_stride >= 2 && layer->k >= 3 && layer->groups == 1) return NULL;
   if (layer->k == 1 && layer->conv_stride == 1 && layer->groups == 1 &&
       (cpu->isa >= CP_ISA_AVX512
-           ? layer->c_in >= CP_DIRECT_DEEP_1X1
+           ? layer->c_in >= CP_DIRECT_DEEP_1X1 ||
+                 (layer->c_in >= CP_DIRECT_DEEP_1X1 / 2 && layer->c_out >= CP_DIRECT_DEEP_1X1_AVX2)
            : layer->c_in >= CP_DIRECT_DEEP_1X1_AVX2 || layer->c_out >= CP_DIRECT_DEEP_1X1_AVX2))
     return NULL;
   snprintf(why, capacity,
            "shift-reduce, im2col or depthwise is as fast or faster unless the conv is strided, "
-           "k >= 3 and in one group, or 1x1 of stride 1 over >= %d input channels (avx2: >= %d "
-           "input or output channels) (measured rule)",
-           CP_DIRECT_DEEP_1X1, CP_DIRECT_DEEP_1X1_AVX2);
+           "k >= 3 and in one group, or 1x1 of stride 1 over >= %d input channels, or >= %d to "
+           ">= %d (avx2: >= %d input or output channels) (measured rule)",
+           CP_DIRECT_DEEP_1X1, CP_DIRECT_DEEP_1X1 / 2, CP_DIRECT_DEEP_1X1_AVX2,
+           CP_DIRECT_DEEP_1X1_AVX2);
   return why;
 }
 
