@@ -320,19 +320,27 @@ static void cp_balance_items(cp_plan *pl, int64_t searched, int64_t unit) {
  * an Intel Xeon (2 MiB L2, cores sharing an L3 that gives one core ~29 GB/s
  * from 4 to 64 MiB) took direct 512 -> 512 3x3 at 7x7 (9.4 MB) into a
  * region per thread, 1.02-1.05 ms against 0.82-0.84 with one region (CLI
- * medians, 3 alternating turns); below the cap it measured mixed there
- * (256 -> 512 3x3 stride 2 at 14x14, 4.7 MB: 445-484 / 427-462 us; 128 ->
- * 256 stride 2 at 28x28, 1.2 MB: 361-365 / 417-431).
+ * medians, 3 alternating turns). Where the cores share a cache, at most
+ * CP_LOCAL_REGION_SHARED_MAX_BYTES: on that Xeon (its two cores sharing an
+ * L3) direct 256 -> 512 3x3 stride 2 at 14x14 (4.7 MB) took 0.70-0.74 ms
+ * with every cache evicted before each run against 0.58-0.61 with one
+ * region (hot 0.407-0.410 / 0.392-0.393), 256 -> 256 at 14x14 (2.4 MB)
+ * 0.87-0.88 / 0.82-0.83 evicted, while 128 -> 256 stride 2 at 28x28 (1.2
+ * MB) was level evicted and 361-365 / 417-431 us hot, and 64 -> 128 stride
+ * 2 at 56x56 (295 KB) level; Zen 5 had measured the 4.7 MB one level.
  */
 #define CP_LOCAL_REGION_MAX_BYTES ((double)(8u << 20))
+#define CP_LOCAL_REGION_SHARED_MAX_BYTES ((double)(2u << 20))
 static int cp_wants_local_regions(const cp_plan *pl) {
-  const double weights =
-      pl->algo->streamed_weight_bytes != NULL ? (double)pl->algo->streamed_weight_bytes(pl) : 0.0;
-  return pl->threads > 1 && pl->algo->streamed_weight_bytes != NULL &&
-         pl->items / pl->co_groups < pl->threads && cp_phase_items(pl) > 0 &&
-         weights <= (double)pl->cfg->local_region_l2 * (double)pl->l2_bytes &&
+  if (pl->threads < 2 || pl->algo->streamed_weight_bytes == NULL ||
+      pl->items / pl->co_groups >= pl->threads || cp_phase_items(pl) == 0)
+    return 0;
+  const double weights = (double)pl->algo->streamed_weight_bytes(pl);
+  const int shared = cp_cpu_cores_share_cache(NULL) == 1;
+  return weights <= (double)pl->cfg->local_region_l2 * (double)pl->l2_bytes &&
          weights <= CP_LOCAL_REGION_MAX_BYTES &&
-         (pl->algo->local_regions_sharing_cache || cp_cpu_cores_share_cache(NULL) != 1);
+         (!shared ||
+          (pl->algo->local_regions_sharing_cache && weights <= CP_LOCAL_REGION_SHARED_MAX_BYTES));
 }
 
 /* The item size, then channel groups until there are enough items for the
