@@ -447,8 +447,14 @@ static size_t cp_wino_slot(const cp_plan *pl) {
  * the next) 1.81-2.15 / 2.03-2.12 / 2.05-2.08 / 1.98-2.47, and 8 images of
  * 512 -> 512 at 28x28 (49 tiles an image) 24.6-25.0 / 24.7 for two: those
  * stay alone. The AVX2 kernels (on Zen 5), 8 images of 512 -> 512 at 14x14
- * pool 2: 14.8-14.9 -> 12.3-12.4 ms.
+ * pool 2: 14.8-14.9 -> 12.3-12.4 ms. Whatever L3 cpuid reports, U above
+ * CP_WINO_IMAGES_U_BYTES counts as larger: an Intel Xeon VM's reports the
+ * host's 480 MiB, while one core reads ~29 GB/s from it (4-64 MiB, one
+ * thread); there 8 images of 512 -> 512 at 14x14 pool 2 took 12.1-12.4 ms
+ * alone and 10.3-10.7 side by side (CLI medians, two alternating turns,
+ * the L3 set to 32 MiB with CONVPOOL_L3_KIB).
  */
+#define CP_WINO_IMAGES_U_BYTES ((double)(32u << 20))
 static int64_t cp_wino_images(const cp_wino_kind *kd, const cp_blocking *cfg, int64_t c_in,
                               int64_t c_out, int64_t batch, int64_t oh, int64_t ow) {
   const int64_t m = kd->m, pad = kd->col_pad;
@@ -458,8 +464,9 @@ static int64_t cp_wino_images(const cp_wino_kind *kd, const cp_blocking *cfg, in
   /* F(4x4, 3x3): by the rule above; F(2x2, 3x3), whose products take any
      tile count: wherever V fits, for U streamed once */
   const double u = kd->points_n * (double)c_in * (double)c_out * sizeof(float);
-  if (kd->col_pad > 1 && (th * alone > 16 || (alone <= tw + 1 && u <= (double)cp_cpu_get()->l3)))
-    return 1;
+  const double l3 = (double)cp_cpu_get()->l3;
+  const double u_max = l3 < CP_WINO_IMAGES_U_BYTES ? l3 : CP_WINO_IMAGES_U_BYTES;
+  if (kd->col_pad > 1 && (th * alone > 16 || (alone <= tw + 1 && u <= u_max))) return 1;
   int64_t images = batch;
   for (; images > 1; images = (images + 1) / 2) {
     const double lanes =
