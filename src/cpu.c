@@ -463,6 +463,7 @@ static void cp_cpu_init(void) {
   (void)cp_vendor(vendor);
   c->stride_reach = strcmp(vendor, "GenuineIntel") == 0 ? 2048 : 0;
   c->direct_mr = strcmp(vendor, "GenuineIntel") == 0 ? 64 : 32;
+  c->direct_images_one_pass = strcmp(vendor, "GenuineIntel") == 0;
 #else
   c->direct_mr = 32;
 #endif

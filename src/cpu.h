@@ -32,6 +32,10 @@ typedef struct cp_cpu {
      or -1 where the value was not recognised (ignored), else 0 */
   int direct_mr;
   int direct_mr_from_env;
+  /* 1: the direct algorithm's items take several small images even where a
+     block's weights go in one pass (direct.c: cp_direct_images_per_item),
+     measured faster on Intel and slower on Zen 5; 0 elsewhere */
+  int direct_images_one_pass;
 } cp_cpu;
 
 const cp_cpu *cp_cpu_get(void); /* computed once, thread-safe */

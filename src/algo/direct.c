@@ -438,7 +438,12 @@ static int cp_direct_fits(const cp_plan *pl) {
  * 2048 -> 512 1x1 at 7x7 (in place) 2.37-2.65 against 2.71-2.83, 1024 ->
  * 2048 1x1 stride 2 at 14x14 5.92-6.12 against 6.49-6.73; in one pass on
  * packed input slower: 256 -> 512 3x3 stride 2 at 14x14 3.02-3.06 against
- * 2.71-2.74, 128 -> 128 3x3 at 7x7 0.41-0.44 against 0.35-0.40.
+ * 2.71-2.74, 128 -> 128 3x3 at 7x7 0.41-0.44 against 0.35-0.40. On an Intel
+ * Xeon (cp_cpu.direct_images_one_pass) faster in one pass too, against items
+ * of one image, CLI medians, 2-3 alternating turns: 8 images of 256 -> 512
+ * 3x3 stride 2 at 14x14 3.84-3.93 -> 3.15-3.41 ms, 256 -> 256 at 7x7
+ * 1.65-1.76 -> 1.54-1.57, 64 -> 64 at 7x7 120-121 -> 112 us, 128 -> 128
+ * at 7x7 level.
  */
 #define CP_DIRECT_IMAGE_POSITIONS 64
 #define CP_DIRECT_ITEM_POSITIONS 128
@@ -449,7 +454,7 @@ static int64_t cp_direct_images_per_item(const cp_plan *pl) {
   int64_t images = CP_DIRECT_ITEM_POSITIONS / (pl->oh * pl->ow);
   if (images > pl->batch) images = pl->batch;
   if (!cp_direct_reads_in_place(pl)) { /* an image's panel (cp_direct_geometry), at most */
-    if (cp_direct_one_pass(pl)) return 1;
+    if (cp_direct_one_pass(pl) && !cp_cpu_get()->direct_images_one_pass) return 1;
     const double rows = (double)((pl->oh - 1) * pl->conv_stride + pl->extent);
     const double cols = (double)((pl->ow - 1) * pl->conv_stride + pl->extent);
     if (rows * cols > 1e9) return 1;
