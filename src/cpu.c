@@ -461,9 +461,10 @@ static void cp_cpu_init(void) {
   }
   char vendor[13];
   (void)cp_vendor(vendor);
-  c->stride_reach = strcmp(vendor, "GenuineIntel") == 0 ? 2048 : 0;
-  c->direct_mr = strcmp(vendor, "GenuineIntel") == 0 ? 64 : 32;
-  c->direct_images_one_pass = strcmp(vendor, "GenuineIntel") == 0;
+  const int intel = strcmp(vendor, "GenuineIntel") == 0; /* the facts measured per vendor */
+  c->stride_reach = intel ? 2048 : 0;
+  c->direct_mr = intel ? 64 : 32;
+  c->direct_images_one_pass = intel;
 #else
   c->direct_mr = 32;
 #endif
