@@ -91,6 +91,12 @@ typedef struct cp_algorithm {
      always. */
   int (*worth_splitting_to)(const cp_plan *pl);
 
+  /* Optional: bytes of an image's input that every channel group of its
+     items reads (Winograd's V of the image). With streamed_weight_bytes,
+     the plan splits deep layers' items between regions and channel groups
+     by the bytes they read (plan.c: cp_regions_wanted). */
+  double (*group_input_bytes)(const cp_plan *pl);
+
   /* Optional: bytes of the packed weights a run's items read, all channel
      blocks together; where given, the plan may give every thread a region of
      its own rather than share one prepared before the items (plan.c:

@@ -740,6 +740,15 @@ static size_t cp_wino_streamed_weight_bytes(const cp_plan *pl) {
 }
 
 /* V, the range rule's sums of each slice and the tile flags behind the input panel. */
+/* V of one image's tiles, which every channel group of its items reads. */
+static double cp_wino_group_input_bytes(const cp_plan *pl) {
+  const cp_wino_kind *kd = cp_wino_kind_of(pl);
+  const int64_t m = kd->m;
+  const double th = (double)((pl->oh + m - 1) / m);
+  const double tw = (double)cp_round_up((size_t)((pl->ow + m - 1) / m), (size_t)kd->col_pad);
+  return kd->points_n * (double)pl->c_in * th * tw * sizeof(float);
+}
+
 static float *cp_wino_v(const cp_plan *pl, const float *panel) {
   return (float *)panel + cp_wino_plan_of(pl)->panel.floats;
 }
@@ -1265,6 +1274,7 @@ static const cp_algorithm *cp_wino_packs_for(const cp_algo_setup *s, int index, 
   .images_per_item = cp_wino_images_per_item,             \
   .worth_splitting_to = cp_wino_worth_splitting_to,       \
   .streamed_weight_bytes = cp_wino_streamed_weight_bytes, \
+  .group_input_bytes = cp_wino_group_input_bytes, \
   .schedule = cp_wino_schedule,                           \
   .prepare = cp_wino_prepare,                             \
   .pack_item = cp_wino_pack_item,                         \
