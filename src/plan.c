@@ -222,8 +222,7 @@ static convpool_status cp_choose_items(cp_plan *pl, int64_t forced, int64_t min_
   *searched = best_g;
   /* Items for the threads: regions by the bytes they read, channel groups
      for the rest (cp_choose_groups). */
-  int64_t target =
-      cp_regions_wanted(pl, (int64_t)pl->cfg->items_per_thread * (int64_t)pl->threads);
+  int64_t target = cp_regions_wanted(pl, (int64_t)pl->cfg->items_per_thread * (int64_t)pl->threads);
   if (target < min_regions) target = min_regions;
   pl->col_blocks = (pl->pw + pl->col_block - 1) / pl->col_block;
   for (;;) {
