@@ -55,6 +55,8 @@ bool Ours::init(convpool_dtype dtype, const LayerShape &s, int threads, const Ca
   opt.threads = shared ? 0 : threads;
   opt.shared_pool = shared ? 1 : 0;
   opt.algo = algo;
+  // the case's shape: auto packs the weights of its algorithm alone
+  opt.expected_batch = s.batch, opt.expected_height = s.height, opt.expected_width = s.width;
   convpool_layer layer;
   convpool_layer_init(&layer, dtype, s.c_out, s.c_in, s.k, s.pool);
   for (int side = 0; side < 4; ++side)

@@ -41,7 +41,7 @@ typedef struct cli {
   convpool_layer layer;     /* dtype, channels, filter, padding, activation, pool */
   convpool_options options; /* threads, algorithm, rows per item */
   int64_t batch, height, width, seed;
-  int bias, warmup, iters, show_tiling, profile;
+  int bias, warmup, iters, show_tiling, profile, any_shape;
   const char *dump_dir, *load_dir;
 } cli;
 
@@ -109,6 +109,9 @@ static void usage(FILE *f) {
           "                            algorithm (default auto: the first of the library's\n"
           "                            list, in this order, that takes the layer)\n"
           "  --rows-per-item N         pooled rows per work item (default 0: planned)\n"
+          "  --any-shape               make the operator for any input shape: auto packs\n"
+          "                            what any shape may be handed to (default: for this\n"
+          "                            run's shape, that shape's algorithm alone)\n"
           "  --warmup N --iters N      timing runs (default 2 and 10)\n"
           "  --seed S                  data seed (default 0)\n"
           "  --dump-dir DIR            write x.bin w.bin [bias.bin] [residual.bin] out.bin\n"
@@ -364,6 +367,8 @@ static void parse_args(int argc, char **argv, cli *c) {
       c->show_tiling = 1;
     } else if (strcmp(a, "--profile") == 0) {
       c->profile = 1;
+    } else if (strcmp(a, "--any-shape") == 0) {
+      c->any_shape = 1;
     } else {
       die(EXIT_USAGE, "unknown option '%s' (see --help)", a);
     }
@@ -777,6 +782,10 @@ int main(int argc, char **argv) {
   size_tensors(&c, &t);
   make_input(&c, &t); /* --load-dir: x.bin, residual.bin, w.bin, bias.bin are checked in order */
   make_weights(&c, &t);
+  if (!c.any_shape) { /* its one shape: auto packs the weights of that shape's algorithm alone */
+    c.options.expected_batch = c.batch, c.options.expected_height = c.height;
+    c.options.expected_width = c.width;
+  }
   const double t0 = now_us();
   check(convpool_op_create_layer(&c.layer, t.w, t.bias, &c.options, &g_op));
   tm.pack = now_us() - t0;

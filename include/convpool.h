@@ -159,6 +159,18 @@ typedef struct convpool_options {
   int shared_pool; /**< 1: run on the process-wide thread pool (convpool_shared_pool_set_threads)
                         instead of threads of the operator's own; `threads` must then be 0.
                         0 (default): the operator starts and owns its threads */
+  int64_t expected_batch; /**< The run shape [batch, c_in, height, width] the operator is
+                               made for: all three > 0, or all 0 (default: any shape). With
+                               algo auto, create settles the choice for that shape (the
+                               algorithm its plan runs, Winograd's tile size with it) and
+                               packs only that algorithm's weights, as if it had been asked
+                               for by name; without, auto packs what any shape may be
+                               handed to (Winograd's two tile sizes and the direct
+                               algorithm's weights: up to 8x the bytes one run reads).
+                               Runs of other shapes stay correct, computed by the settled
+                               algorithm. A shape the layer cannot take is refused at create,
+                               with the run's message. Named algorithms ignore it. */
+  int64_t expected_height, expected_width; /**< see expected_batch */
 } convpool_options;
 
 /** Activation applied to conv + bias (+ the residual), before the pooling. */

@@ -33,11 +33,17 @@ struct convpool_op {
   const cp_algorithm *algo;
   cp_algo_setup setup;
   cp_handover handover[CP_MAX_HANDOVERS]; /* the setups packs_for asked for; algo NULL past them */
-  int threads;                            /* of its own pool; 0 on the shared pool */
-  int shared;                             /* runs on the process-wide pool */
-  int rows_per_item;                      /* forced, or 0 */
-  convpool_allocator allocator_copy;      /* the caller's struct need not outlive the op */
-  const convpool_allocator *allocator;    /* &allocator_copy */
+  /* auto settled at create for options' expected shape (cp_settle): algo
+     set up alone, runs planned as named; chosen_first is auto's choice for
+     the layer, which handed that shape's run to algo (or algo itself) */
+  int settled;
+  int64_t settled_shape[3]; /* batch, height, width */
+  const cp_algorithm *chosen_first;
+  int threads;                         /* of its own pool; 0 on the shared pool */
+  int shared;                          /* runs on the process-wide pool */
+  int rows_per_item;                   /* forced, or 0 */
+  convpool_allocator allocator_copy;   /* the caller's struct need not outlive the op */
+  const convpool_allocator *allocator; /* &allocator_copy */
   cp_widen_fn widen; /* 16-bit dtype -> fp32 rows (panel packing); NULL for fp32 */
   cp_epilogue epilogue;
   unsigned char *scratch; /* per-thread scratch, kept between runs */
@@ -94,7 +100,7 @@ static convpool_status cp_op_claim(convpool_op *op, int to, const char *what) {
 /* The plan of a run on `threads` threads. */
 static convpool_status cp_op_plan_threads(const convpool_op *op, int threads, int64_t batch,
                                           int64_t height, int64_t width, cp_plan *pl) {
-  if (op->requested == CONVPOOL_ALGO_AUTO)
+  if (op->requested == CONVPOOL_ALGO_AUTO && !op->settled)
     return cp_plan_make_auto(&op->layer, op->algo, &op->setup, op->handover, threads,
                              op->rows_per_item, batch, height, width, pl);
   return cp_plan_make(&op->layer, op->algo, &op->setup, threads, op->rows_per_item, batch, height,
@@ -159,6 +165,48 @@ convpool_status convpool_op_create(convpool_dtype dtype, const void *weights, co
   return convpool_op_create_layer(&layer, weights, bias, options, op_out);
 }
 
+/*
+ * Auto settled for the expected shape (convpool_options.expected_*): the
+ * algorithm the plan of that shape runs (a hand-over's target, with the
+ * tile size it reads for Winograd's), set up alone as if asked for by name,
+ * where that packs fewer bytes than auto's setups for any shape (Winograd's
+ * two tile sizes and the direct algorithm's weights: 73 MB for 512 -> 512
+ * 3x3 where one run at 7x7 reads direct's 9.4). Its runs are those of the
+ * named algorithm: the same bytes as auto's for the expected shape (every
+ * algorithm's sums are the same whatever its plan and kernel width), and
+ * correct ones for any other shape. *settled stays 0 where nothing was
+ * expected or there is nothing to drop.
+ */
+static convpool_status cp_settle(const cp_layer *layer, const cp_cpu *cpu,
+                                 const convpool_options *o, const cp_algorithm **algo,
+                                 cp_algo_setup *setup, cp_handover *handover, int *settled) {
+  *settled = 0;
+  if (o->algo != CONVPOOL_ALGO_AUTO || o->expected_batch == 0) return CONVPOOL_SUCCESS;
+  cp_plan pl;
+  convpool_status st =
+      cp_plan_make_auto(layer, *algo, setup, handover, 1, o->rows_per_item, o->expected_batch,
+                        o->expected_height, o->expected_width, &pl);
+  if (st != CONVPOOL_SUCCESS) {
+    char saved[512];
+    snprintf(saved, sizeof saved, "%s", convpool_last_error());
+    return cp_fail(st, "expected shape [%lld, %lld, %lld, %lld]: %s", (long long)o->expected_batch,
+                   (long long)layer->c_in, (long long)o->expected_height,
+                   (long long)o->expected_width, saved);
+  }
+  size_t held = setup->packed_weight_bytes;
+  char why[256];
+  cp_algo_setup alone;
+  memset(&alone, 0, sizeof alone);
+  if (pl.algo->declines(layer, cpu, why, sizeof why) != NULL ||
+      pl.algo->setup(layer, cpu, &alone) != CONVPOOL_SUCCESS || alone.packed_weight_bytes >= held) {
+    cp_clear_error();
+    return CONVPOOL_SUCCESS; /* auto's setups as they are */
+  }
+  *algo = pl.algo, *setup = alone, *settled = 1;
+  memset(handover, 0, CP_MAX_HANDOVERS * sizeof *handover);
+  return CONVPOOL_SUCCESS;
+}
+
 static convpool_status cp_op_create(const convpool_layer *public_layer, const void *weights,
                                     const void *bias, const convpool_options *options,
                                     convpool_op **op_out) {
@@ -208,6 +256,11 @@ static convpool_status cp_op_create(const convpool_layer *public_layer, const vo
       memset(h, 0, sizeof *h); /* no hand-over to it: those runs stay algo's */
     cp_clear_error();
   }
+  const cp_algorithm *chosen_first = algo;
+  int settled;
+  if ((st = cp_settle(&layer, cpu, o, &algo, &setup, handover, &settled)) != CONVPOOL_SUCCESS)
+    return st;
+  if (settled) handovers = 0;
   /* the bias covers the channel blocks of every setup */
   size_t mr = (size_t)setup.co_block, co_padded = ((size_t)c_out + mr - 1) / mr * mr;
   for (int i = 0; i < handovers; i++) {
@@ -227,6 +280,9 @@ static convpool_status cp_op_create(const convpool_layer *public_layer, const vo
   op->algo = algo;
   op->setup = setup;
   memcpy(op->handover, handover, sizeof handover);
+  op->settled = settled, op->chosen_first = chosen_first;
+  op->settled_shape[0] = o->expected_batch, op->settled_shape[1] = o->expected_height;
+  op->settled_shape[2] = o->expected_width;
   op->shared = o->shared_pool;
   op->threads = op->shared ? 0 : o->threads > 0 ? o->threads : cp_cpu_usable_now(); /* now */
   op->rows_per_item = o->rows_per_item;
@@ -546,12 +602,29 @@ convpool_status convpool_op_describe(const convpool_op *op, int64_t batch, int64
   const cp_algorithm *algo;
   if (op->requested == CONVPOOL_ALGO_AUTO)
     cp_algorithm_choose(CONVPOOL_ALGO_AUTO, &op->layer, cp_cpu_get(), &algo, choice, sizeof choice);
-  if (pl.handed_over != NULL) {
+  if (op->settled) {
+    const size_t used = strlen(choice);
+    char from[160] = "";
+    if (op->chosen_first != op->algo)
+      snprintf(from, sizeof from,
+               "%s hands that shape to %s (a measured rule: README, \"Choosing "
+               "the algorithm\")",
+               op->chosen_first->name, op->algo->name);
+    else
+      snprintf(from, sizeof from, "%s", op->algo->name);
+    snprintf(choice + used, sizeof choice - used,
+             "auto           settled at create for the expected shape [%lld, %lld, %lld, %lld]: "
+             "%s; its weights alone (%zu bytes) packed, every run's algorithm\n",
+             (long long)op->settled_shape[0], (long long)op->layer.c_in,
+             (long long)op->settled_shape[1], (long long)op->settled_shape[2], from,
+             op->setup.packed_weight_bytes);
+  } else if (pl.handed_over != NULL) {
     const size_t used = strlen(choice);
     snprintf(choice + used, sizeof choice - used,
              "auto           %s hands this run to %s (a measured rule: README, \"Choosing the "
-             "algorithm\")\n",
-             pl.handed_over->name, pl.algo->name);
+             "algorithm\"); the operator holds %zu bytes of packed weights for any shape "
+             "(convpool_options.expected_*: the run's alone)\n",
+             pl.handed_over->name, pl.algo->name, op->setup.packed_weight_bytes);
   }
   cp_plan_describe(&pl, op->layer.dtype, choice,
                    pl.lanes > 0 ? op->epilogue.lanes_name : op->epilogue.name, text, capacity);

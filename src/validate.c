@@ -20,6 +20,17 @@ static convpool_status cp_check_options(const convpool_options *o) {
     return cp_fail(CONVPOOL_INVALID_ARGUMENT, "rows_per_item = %d must be >= 0", o->rows_per_item);
   if (o->algo != CONVPOOL_ALGO_AUTO && cp_algorithm_find(o->algo) == NULL)
     return cp_fail(CONVPOOL_INVALID_ARGUMENT, "algo = %d is not a convpool_algo", (int)o->algo);
+  const int64_t expected[3] = {o->expected_batch, o->expected_height, o->expected_width};
+  static const char *const names[3] = {"expected_batch", "expected_height", "expected_width"};
+  for (int i = 0; i < 3; i++)
+    if (expected[i] < 0)
+      return cp_fail(CONVPOOL_INVALID_ARGUMENT, "%s = %lld must be >= 0 (0: any shape)", names[i],
+                     (long long)expected[i]);
+  if ((expected[0] > 0) != (expected[1] > 0) || (expected[0] > 0) != (expected[2] > 0))
+    return cp_fail(CONVPOOL_INVALID_ARGUMENT,
+                   "expected_batch = %lld, expected_height = %lld, expected_width = %lld: give "
+                   "all three (> 0) or none (0)",
+                   (long long)expected[0], (long long)expected[1], (long long)expected[2]);
   if (o->allocator != NULL && (o->allocator->alloc == NULL || o->allocator->free == NULL))
     return cp_fail(CONVPOOL_INVALID_ARGUMENT, "options->allocator has a NULL function");
   return CONVPOOL_SUCCESS;
@@ -40,6 +51,7 @@ convpool_status cp_read_sized(const char *what, const void *in, size_t in_size,
 
 /* The sizes of every released convpool_options, oldest first. */
 static const size_t cp_options_sizes[] = {offsetof(convpool_options, shared_pool),
+                                          offsetof(convpool_options, expected_batch),
                                           sizeof(convpool_options)};
 
 /* The caller's options (or the defaults), read up to the caller's size. */

@@ -461,7 +461,7 @@ deep="--in-channels 512 --out-channels 512 --padding 1 --pool 1 --iters 1 --warm
 run_isa() { if [ $isa = native ]; then "$cli" "$@"; else CONVPOOL_ISA=$isa "$cli" "$@"; fi; }
 for isa in native avx2; do
   for b in 8 1; do
-    run_isa $deep --height 7 --width 7 --batch $b --activation relu --dump-dir "$tmp/hand" >"$tmp/hand.out" || { echo "auto at 7x7 ($b images, $isa) failed"; fail=1; }
+    run_isa $deep --height 7 --width 7 --batch $b --activation relu --any-shape --dump-dir "$tmp/hand" >"$tmp/hand.out" || { echo "auto at 7x7 ($b images, $isa) failed"; fail=1; }
     if grep -q '^isa            avx512' "$tmp/hand.out" && [ $b = 8 ]; then
       grep -q '^algorithm      winograd (winograd), kernel f32-cl-' "$tmp/hand.out" || { echo "auto did not keep 8 images at 7x7 on Winograd F(4x4,3x3) ($isa)"; fail=1; }
       grep -q '^auto           winograd hands' "$tmp/hand.out" && { echo "auto at 7x7 (8 images, $isa) handed over"; fail=1; }
@@ -478,6 +478,19 @@ for isa in native avx2; do
     run_isa $deep --height 7 --width 7 --batch $b --activation relu --impl $to --threads 1 --dump-dir "$tmp/handd" >/dev/null || { echo "$to at 7x7 ($b images, $isa) failed"; fail=1; }
     cmp -s "$tmp/hand/out.bin" "$tmp/handd/out.bin" || { echo "auto's hand-over to $to ($b images at 7x7, $isa) differs from --impl $to"; fail=1; }
   done
+done
+# the run's own shape (the default): auto settled at create for it, the same algorithm and
+# bytes as the operator made for any shape (--any-shape), fewer packed weights
+for isa in native avx2; do
+  run_isa $deep --height 7 --width 7 --activation relu --dump-dir "$tmp/set" >"$tmp/set.out" || { echo "settled auto at 7x7 ($isa) failed"; fail=1; }
+  run_isa $deep --height 7 --width 7 --activation relu --any-shape --dump-dir "$tmp/any" >"$tmp/any.out" || { echo "auto for any shape at 7x7 ($isa) failed"; fail=1; }
+  grep -q '^auto           settled at create for the expected shape \[1, 512, 7, 7\]: winograd hands that shape to ' "$tmp/set.out" || { echo "auto at 7x7 ($isa): no settled line"; fail=1; }
+  # (the kernel may differ: direct alone may take wider tiles, the same sums)
+  [ "$(grep '^algorithm' "$tmp/set.out" | sed 's/, kernel.*//')" = "$(grep '^algorithm' "$tmp/any.out" | sed 's/, kernel.*//')" ] || { echo "settled auto at 7x7 ($isa) runs another algorithm than for any shape"; fail=1; }
+  cmp -s "$tmp/set/out.bin" "$tmp/any/out.bin" || { echo "settled auto at 7x7 ($isa) differs from auto for any shape"; fail=1; }
+  held=$(sed -n 's/.* the operator holds \([0-9]*\) bytes of packed weights.*/\1/p' "$tmp/any.out")
+  packed=$(sed -n 's/^packed weights *\([0-9]*\) bytes.*/\1/p' "$tmp/set.out")
+  [ -n "$held" ] && [ -n "$packed" ] && [ "$packed" -lt "$held" ] || { echo "settled auto at 7x7 ($isa): packed '$packed' bytes, not fewer than the '$held' held for any shape"; fail=1; }
 done
 "$cli" $deep --height 14 --width 14 --batch 1 | grep -q '^algorithm      winograd2x3 (winograd2x3), kernel f32-cl-' || { echo "auto did not hand 1 image at 14x14 to winograd2x3 (or named another kernel than its products')"; fail=1; }
 # 256 -> 256 (U 9 MiB): F(2x2,3x3) on AVX-512, F(4x4,3x3) with AVX2 alone (there from U 32 MiB)
@@ -497,7 +510,7 @@ done
 s1="--in-channels 64 --out-channels 96 --height 20 --width 20 --filter 1 --stride 2 --pool 1 --iters 1 --warmup 0 --show-tiling"
 for isa in native avx2; do
   for b in 1 2 4; do
-    run_isa $s1 --batch $b --dump-dir "$tmp/s1" >"$tmp/s1.out" || { echo "auto strided 1x1 ($b images, $isa) failed"; fail=1; }
+    run_isa $s1 --batch $b --any-shape --dump-dir "$tmp/s1" >"$tmp/s1.out" || { echo "auto strided 1x1 ($b images, $isa) failed"; fail=1; }
     if grep -q '^isa            avx512' "$tmp/s1.out" && [ $b -le 2 ]; then
       to=direct; name='channels-in-lanes direct (direct)'
       grep -q "^auto           shift-reduce hands this run to channels-in-lanes direct" "$tmp/s1.out" || { echo "auto strided 1x1 ($b images, $isa): no hand-over line"; fail=1; }
@@ -523,14 +536,14 @@ for isa in native avx512; do
   if grep -q '^isa            avx512bf16' "$tmp/b7.out"; then
     grep -q '^algorithm      shift-reduce (sr), kernel bf16-sr-' "$tmp/b7.out" || { echo "bf16 auto at 7x7 ($isa): not on shift-reduce's pair kernels"; fail=1; }
     grep -q '^auto           winograd: passed over: bfloat16 with the pair kernels' "$tmp/b7.out" || { echo "bf16 auto at 7x7 ($isa): no reason for passing Winograd over"; fail=1; }
-    run_isa $b3 --height 20 --width 20 --batch 2 --dump-dir "$tmp/b20" >"$tmp/b20.out" || { echo "bf16 auto at 20x20 ($isa) failed"; fail=1; }
+    run_isa $b3 --height 20 --width 20 --batch 2 --any-shape --dump-dir "$tmp/b20" >"$tmp/b20.out" || { echo "bf16 auto at 20x20 ($isa) failed"; fail=1; }
     grep -q '^algorithm      winograd (winograd)' "$tmp/b20.out" || { echo "bf16 auto at 20x20 ($isa): not handed to Winograd"; fail=1; }
     grep -q '^auto           shift-reduce hands this run to winograd' "$tmp/b20.out" || { echo "bf16 auto at 20x20 ($isa): no hand-over line"; fail=1; }
     run_isa $b3 --height 20 --width 20 --batch 2 --impl winograd --threads 1 --dump-dir "$tmp/b20w" >/dev/null || { echo "bf16 winograd at 20x20 ($isa) failed"; fail=1; }
     cmp -s "$tmp/b20/out.bin" "$tmp/b20w/out.bin" || { echo "bf16 auto's hand-over to winograd ($isa) differs from --impl winograd"; fail=1; }
     # 256 channels: 9x9 to direct's pair kernels, 20x20 still to Winograd
     b256="--dtype bfloat16 --in-channels 256 --out-channels 72 --filter 3 --padding 1 --pool 1 --activation relu --iters 1 --warmup 0 --show-tiling --batch 2"
-    run_isa $b256 --height 9 --width 9 --dump-dir "$tmp/b9" >"$tmp/b9.out" || { echo "bf16 auto 256 ch at 9x9 ($isa) failed"; fail=1; }
+    run_isa $b256 --height 9 --width 9 --any-shape --dump-dir "$tmp/b9" >"$tmp/b9.out" || { echo "bf16 auto 256 ch at 9x9 ($isa) failed"; fail=1; }
     grep -q '^algorithm      channels-in-lanes direct (direct), kernel bf16-cl-' "$tmp/b9.out" || { echo "bf16 auto 256 ch at 9x9 ($isa): not on direct's pair kernels"; fail=1; }
     grep -q '^auto           shift-reduce hands this run to channels-in-lanes direct' "$tmp/b9.out" || { echo "bf16 auto 256 ch at 9x9 ($isa): no hand-over line"; fail=1; }
     run_isa $b256 --height 9 --width 9 --impl direct --threads 1 --dump-dir "$tmp/b9d" >/dev/null || { echo "bf16 direct 256 ch at 9x9 ($isa) failed"; fail=1; }

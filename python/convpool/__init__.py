@@ -282,9 +282,18 @@ def impls() -> Dict[str, int]:
     return IMPLS
 
 
-def _options(threads, impl, rows_per_item, shared_pool=False):
+def _options(threads, impl, rows_per_item, shared_pool=False, expected_input=None):
     lib = _lib()
     opts = _native.init_struct(_native.ConvpoolOptions, lib.convpool_options_init)
+    if expected_input is not None:
+        if isinstance(expected_input, (str, bytes)) or not hasattr(expected_input, "__len__") \
+                or len(expected_input) != 3:
+            raise TypeError(f"expected_input must be (batch, height, width), got "
+                            f"{expected_input!r}")
+        opts.expected_batch, opts.expected_height, opts.expected_width = (
+            _as_int(name, v, 1, _INT64_MAX)
+            for name, v in zip(("expected_input batch", "expected_input height",
+                                "expected_input width"), expected_input))
     opts.threads = 0 if threads is None else _as_int("threads", threads, 0, _INT_MAX)
     if not isinstance(shared_pool, (bool, np.bool_)):
         raise TypeError(f"shared_pool must be True or False, got {shared_pool!r}")
@@ -446,6 +455,11 @@ class Operator:
     residual  True: every call takes op(x, residual=r), r [B, C_out, OH, OW]
              (conv_shape) of the dtype, added to conv + bias before the
              activation.
+    expected_input  (batch, height, width) of the calls to come, or None
+             (any): with impl "auto" the algorithm is settled for that shape
+             here and only its weights are packed (auto otherwise packs what
+             any shape may need: up to 8x the bytes). Calls of other shapes
+             still compute correctly, with that algorithm.
 
     The layer is max_pool2d(act(conv2d(x, w, bias, stride, padding, dilation,
     groups) [+ r]), pool, pool_stride, pool_padding, ceil_mode); ``spec``
@@ -461,7 +475,8 @@ class Operator:
                  activation: Union[None, str, Tuple[float, float]] = None,
                  pool_stride: Optional[int] = None, pool_padding: Union[int, Sequence[int]] = 0,
                  ceil_mode: bool = False, stride: int = 1, dilation: int = 1, groups: int = 1,
-                 residual: bool = False, shared_pool: bool = False) -> None:
+                 residual: bool = False, shared_pool: bool = False,
+                 expected_input: Optional[Sequence[int]] = None) -> None:
         self._handle = None
         self._lock = threading.Lock()
         if dtype is None:
@@ -490,7 +505,7 @@ class Operator:
         self.impl = impl
         self.rows_per_item = rows_per_item
         self.shared_pool = bool(shared_pool)
-        opts = _options(threads, impl, rows_per_item, shared_pool)
+        opts = _options(threads, impl, rows_per_item, shared_pool, expected_input)
         layer = _layer_struct(dtype_name, self.c_out, self.c_in, self.k, self.spec, self.residual)
         self._layer = layer   # for conv_shape
         self._shapes = {}     # output_shape's answers by input shape (they never change)

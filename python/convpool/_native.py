@@ -61,6 +61,9 @@ class ConvpoolOptions(ctypes.Structure):
         ("rows_per_item", ctypes.c_int),
         ("allocator", ctypes.POINTER(ConvpoolAllocator)),
         ("shared_pool", ctypes.c_int),
+        ("expected_batch", ctypes.c_int64),
+        ("expected_height", ctypes.c_int64),
+        ("expected_width", ctypes.c_int64),
     ]
 
 

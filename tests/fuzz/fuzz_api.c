@@ -269,6 +269,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const unsigned b_amount = next(&in);
   const unsigned b_fail = next(&in);
   const long fail_at = (flags & 16) ? 1 + (long)(b_fail % 8) : 0;
+  /* options.expected_*: none, the run's shape, or a value refused (-1 height) */
+  const int expect = (int)(b_fail >> 3) % 4, expect_run = expect == 2, expect_bad = expect == 3;
   b = next(&in);
   const size_t capacity = b >= 192 ? 4096 : 1 + b % 64;
   const int use_layer = (flags & 32) != 0;
@@ -434,7 +436,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (c_out < 1 || c_in < 1 || k < 1 || pool < 1 || pool > CONVPOOL_MAX_POOL)
     field_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
   create_causes |= field_causes;
-  if (threads < 0 || threads > 1024 || rows_per_item < 0)
+  if (threads < 0 || threads > 1024 || rows_per_item < 0 || expect_bad)
     create_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
   const size_t es = valid_dtype ? convpool_dtype_size(dtype) : 4;
   /* weights [c_out, c_in / groups, k, k] (c_in where groups is refused anyway) */
@@ -468,6 +470,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                           pw >= 1 && bytes_fit(batch, c_out, ph, pw, es);
   const int residual_fits = shape_rules && bytes_fit(batch, c_out, oh, ow, es);
   const int shape_ok = shape_rules && (layer.has_residual != 1 || residual_fits);
+  if (expect_run) { /* the run's shape expected: all three > 0 or all 0 (any), else refused */
+    const int none = batch == 0 && height == 0 && width == 0;
+    const int all = batch > 0 && height > 0 && width > 0;
+    if (!none && !all) create_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
+    /* auto plans that shape at create (settling its choice): the run's refusals */
+    if (all && algo == CONVPOOL_ALGO_AUTO && !(shape_ok && rows_per_item <= ph))
+      create_causes |= BIT(CONVPOOL_INVALID_ARGUMENT);
+  }
   rel_case c = {
       valid_dtype ? dtype : CONVPOOL_FLOAT32, batch, c_in, c_out, height, width, k, pool, has_bias};
   size_t need = 0, src_bytes = 0, res_bytes = 0;
@@ -535,6 +545,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   o.rows_per_item = rows_per_item;
   o.algo = algo;
   o.allocator = &iface;
+  if (expect_run) o.expected_batch = batch, o.expected_height = height, o.expected_width = width;
+  if (expect_bad) o.expected_batch = 1, o.expected_height = -1, o.expected_width = 1;
   const void *bias_arg = has_bias ? bias : NULL;
   convpool_status st;
   unsigned char *first = NULL; /* the operator API's output, to compare with the one-shot's */

@@ -126,6 +126,33 @@ class TestOperator(unittest.TestCase):
             with self.assertRaises(ValueError):
                 op.plan((2, 4, 11, 9))                                  # wrong C_in
 
+    def test_expected_input(self):
+        # 256 -> 256 3x3 at 14x14: auto's Winograd hands that shape to F(2x2, 3x3) on
+        # AVX-512 and AVX2 alike; settled there, the operator packs less and computes
+        # the same bytes, and another shape stays correct.
+        rng = np.random.default_rng(5)
+        w = (rng.standard_normal((256, 256, 3, 3)) * 0.05).astype(np.float32)
+        x = rng.standard_normal((1, 256, 14, 14)).astype(np.float32)
+        x2 = rng.standard_normal((1, 256, 9, 9)).astype(np.float32)
+        with convpool.Operator(w, pool=1, padding=1, threads=2) as any_shape, \
+                convpool.Operator(w, pool=1, padding=1, threads=2,
+                                  expected_input=(1, 14, 14)) as settled:
+            text = settled.describe(x.shape)
+            self.assertIn("settled at create for the expected shape [1, 256, 14, 14]", text)
+            self.assertLess(settled.plan(x.shape)["packed_weight_bytes"],
+                            any_shape.plan(x.shape)["packed_weight_bytes"])
+            self.assertEqual(settled(x).tobytes(), any_shape(x).tobytes())
+            padded = np.pad(x2, ((0, 0), (0, 0), (1, 1), (1, 1)))
+            np.testing.assert_allclose(settled(x2), expected(padded, w, None, 1),
+                                       rtol=1e-4, atol=1e-4)
+        for bad in [(1, 14), "1,14,14", 3]:
+            with self.assertRaises(TypeError):
+                convpool.Operator(w, pool=1, expected_input=bad)
+        with self.assertRaises(ValueError):
+            convpool.Operator(w, pool=1, expected_input=(1, 0, 14))
+        with self.assertRaises(ValueError):     # no conv output: refused at create
+            convpool.Operator(w, pool=1, expected_input=(1, 2, 2))
+
     def test_last_run_stats(self):
         with convpool.Operator(self.w, self.b, pool=2, threads=2) as op:
             try:

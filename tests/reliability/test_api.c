@@ -447,6 +447,17 @@ static void test_create(void) {
   o.algo = (convpool_algo)-1;
   CREATE("create(algo -1)", F32, W, 4, 3, 3, 2, &o, CONVPOOL_INVALID_ARGUMENT, "algo = -1", NULL);
   convpool_options_init(&o);
+  o.expected_height = -2;
+  CREATE("create(expected_height -2)", F32, W, 4, 3, 3, 2, &o, CONVPOOL_INVALID_ARGUMENT,
+         "expected_height = -2", NULL);
+  convpool_options_init(&o);
+  o.expected_batch = 1, o.expected_height = 9;
+  CREATE("create(expected width missing)", F32, W, 4, 3, 3, 2, &o, CONVPOOL_INVALID_ARGUMENT,
+         "expected_width = 0", "all three");
+  o.expected_width = 2; /* a 3x3 filter on 9x2: no conv output */
+  CREATE("create(expected shape too narrow)", F32, W, 4, 3, 3, 2, &o, CONVPOOL_INVALID_ARGUMENT,
+         "expected shape [1, 3, 9, 2]", NULL);
+  convpool_options_init(&o);
   const convpool_allocator half_a = {never_alloc, NULL, NULL};
   const convpool_allocator half_b = {NULL, never_free, NULL};
   o.allocator = &half_a;
@@ -1409,6 +1420,116 @@ static void test_plan_reuse(void) {
   EXPECT_OK("shared_pool_set_threads (none left)", convpool_shared_pool_set_threads(1));
 }
 
+/* An allocator that records the largest block asked for (an operator's
+   packed weights). */
+typedef struct largest_block {
+  size_t largest;
+} largest_block;
+
+static void *largest_alloc(void *context, size_t size, size_t alignment) {
+  largest_block *b = context;
+  if (size > b->largest) b->largest = size;
+  void *p = NULL;
+  if (alignment < sizeof(void *)) alignment = sizeof(void *);
+  return posix_memalign(&p, alignment, size ? size : 1) == 0 ? p : NULL;
+}
+
+static void largest_free(void *context, void *p) {
+  (void)context;
+  free(p);
+}
+
+/*
+ * options.expected_*: auto settled for a shape packs the weights of that
+ * shape's algorithm alone (a smaller largest block where auto's setups hold
+ * more: Winograd's two tile sizes, the direct algorithm's weights) and
+ * computes that shape to the same bytes as auto for any shape; runs of
+ * another shape stay correct. Layers where auto hands runs over (to direct,
+ * to F(2x2, 3x3), to shift-reduce) and where it packs nothing to drop.
+ */
+static void test_expected_shape(void) {
+  typedef struct {
+    int64_t c_in, c_out, hw, batch, other_hw;
+  } shape_case;
+  static const shape_case cases[] = {
+      {512, 512, 7, 1, 9},   /* Winograd hands it to direct (AVX-512) */
+      {256, 256, 14, 1, 10}, /* to F(2x2, 3x3) */
+      {256, 256, 28, 1, 7},  /* F(4x4, 3x3), F(2x2, 3x3) packed too */
+      {64, 64, 6, 2, 20},    /* too few tiles: to shift-reduce */
+      {128, 128, 28, 1, 12}, /* nothing to drop */
+      {3, 16, 11, 2, 8},     /* not Winograd's */
+  };
+  tu_rng rng = {7};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const shape_case *c = &cases[i];
+    convpool_layer l;
+    convpool_layer_init(&l, CONVPOOL_FLOAT32, c->c_out, c->c_in, 3, 1);
+    l.padding[0] = l.padding[1] = l.padding[2] = l.padding[3] = 1;
+    l.activation = CONVPOOL_ACTIVATION_RELU;
+    const int64_t big = c->hw > c->other_hw ? c->hw : c->other_hw;
+    const size_t wn = (size_t)(c->c_out * c->c_in * 9),
+                 xn = (size_t)(c->batch * c->c_in * big * big);
+    const size_t yn = (size_t)(c->batch * c->c_out * big * big);
+    float *w = malloc(wn * sizeof(float)), *bias = malloc((size_t)c->c_out * sizeof(float));
+    float *x = malloc(xn * sizeof(float)), *y_any = malloc(yn * sizeof(float));
+    float *y_set = malloc(yn * sizeof(float));
+    if (w == NULL || bias == NULL || x == NULL || y_any == NULL || y_set == NULL) {
+      REL_CHECK(0, "expected shape case %zu: out of memory", i);
+      free(w), free(bias), free(x), free(y_any), free(y_set);
+      return;
+    }
+    rel_fill(w, wn, CONVPOOL_FLOAT32, &rng, -0.1f, 0.1f);
+    rel_fill(bias, (size_t)c->c_out, CONVPOOL_FLOAT32, &rng, -0.5f, 0.5f);
+    rel_fill(x, xn, CONVPOOL_FLOAT32, &rng, -1.0f, 1.0f);
+    largest_block any_b = {0}, set_b = {0};
+    const convpool_allocator any_a = {largest_alloc, largest_free, &any_b};
+    const convpool_allocator set_a = {largest_alloc, largest_free, &set_b};
+    convpool_options o;
+    convpool_options_init(&o);
+    o.threads = 2, o.allocator = &any_a;
+    convpool_op *any = NULL, *set = NULL;
+    convpool_status st = convpool_op_create_layer(&l, w, bias, &o, &any);
+    o.allocator = &set_a;
+    o.expected_batch = c->batch, o.expected_height = c->hw, o.expected_width = c->hw;
+    if (st == CONVPOOL_SUCCESS) st = convpool_op_create_layer(&l, w, bias, &o, &set);
+    g_checked++;
+    REL_CHECK(st == CONVPOOL_SUCCESS, "expected shape case %zu: %s", i, convpool_last_error());
+    char text[4096] = "";
+    if (st == CONVPOOL_SUCCESS)
+      st = convpool_op_describe(set, c->batch, c->hw, c->hw, text, sizeof text);
+    const int settled = strstr(text, "settled at create") != NULL;
+    /* settled exactly where that packs less */
+    REL_CHECK(settled == (set_b.largest < any_b.largest),
+              "expected shape case %zu: settled %d, largest block %zu against %zu for any shape", i,
+              settled, set_b.largest, any_b.largest);
+    REL_CHECK(set_b.largest <= any_b.largest,
+              "expected shape case %zu: largest block %zu, more than %zu for any shape", i,
+              set_b.largest, any_b.largest);
+    const int64_t sides[2] = {c->hw, c->other_hw};
+    for (int j = 0; j < 2 && st == CONVPOOL_SUCCESS; j++) {
+      const int64_t hw = sides[j];
+      const size_t bytes = (size_t)(c->batch * c->c_out * hw * hw) * sizeof(float);
+      memset(y_any, 0xA5, bytes), memset(y_set, 0x5A, bytes);
+      st = convpool_op_run(any, x, c->batch, hw, hw, y_any, bytes);
+      if (st == CONVPOOL_SUCCESS) st = convpool_op_run(set, x, c->batch, hw, hw, y_set, bytes);
+      g_checked++;
+      REL_CHECK(st == CONVPOOL_SUCCESS, "expected shape case %zu at %lldx%lld: %s", i,
+                (long long)hw, (long long)hw, convpool_last_error());
+      if (st != CONVPOOL_SUCCESS) break;
+      if (j == 0)
+        REL_CHECK(memcmp(y_any, y_set, bytes) == 0,
+                  "expected shape case %zu: the settled operator's bytes differ from auto's", i);
+      char why[400];
+      REL_CHECK(
+          rel_check_layer_output(&l, c->batch, hw, hw, x, w, bias, y_set, why, sizeof why) == 1,
+          "expected shape case %zu at %lldx%lld: %s", i, (long long)hw, (long long)hw, why);
+    }
+    convpool_op_destroy(any);
+    convpool_op_destroy(set);
+    free(w), free(bias), free(x), free(y_any), free(y_set);
+  }
+}
+
 int main(void) {
   make_fixtures();
   test_plain_functions();
@@ -1445,6 +1566,7 @@ int main(void) {
   test_layer_refusals();
   test_size_limits();
   test_residual();
+  test_expected_shape();
 
   REL_CHECK(memcmp(g_x, g_x_copy, sizeof g_x) == 0 && memcmp(g_w, g_w_copy, sizeof g_w) == 0 &&
                 memcmp(g_bias, g_bias_copy, sizeof g_bias) == 0,
