@@ -575,6 +575,13 @@ def _time_matches(gm, matches, example, trials, left, kwargs):
             continue
         with torch.no_grad():
             args = (x,) if residual is None else (x, residual)
+            if kwargs.get("impl", "auto") == "auto":
+                try:                         # packed for the example's shape
+                    m.fused.expect_input(tuple(x.shape))
+                except (UnsupportedError, InvalidArgumentError, ValueError, TypeError):
+                    # a shape the library refuses (torch computes it), or a binding
+                    # without the keyword: packed for any shape
+                    m.fused.expect_input(None)
             if kwargs.get("impl", "auto") == "auto" and not m.fused.fallback_calls:
                 _try_impl(m, args, trials, kwargs)
             t_torch, t_fused = _best_times(lambda: _run_chain(gm, m, x, residual),
@@ -748,8 +755,11 @@ def fuse(model: nn.Module, example_input: Any = None, *, inplace: bool = False,
                    the example's shape, and keeps direct where it is 5%
                    faster (FusedLayer.impl; small images: a 7x7 conv output
                    fills its register tiles better). The choice holds for
-                   every later input. Without an example, every chain the
-                   binding and the library accept is fused, with auto.
+                   every later input, and auto's layers are packed for the
+                   example's shape (ConvPool2d.expect_input: that shape's
+                   algorithm's weights alone; other shapes stay correct).
+                   Without an example, every chain the binding and the
+                   library accept is fused, with auto, packed for any shape.
     inplace        False (default): work on a deep copy, sharing nothing with
                    the model. True: no copy; the result shares the model's
                    modules and tensors (fx builds a new module and the model

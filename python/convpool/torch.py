@@ -74,7 +74,7 @@ import os
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Optional, Tuple, Union
+from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -429,7 +429,7 @@ class _Layer:
         return kwargs
 
 
-def _pack(weight, bias, layer, dtype_name, impl, threads, residual=False):
+def _pack(weight, bias, layer, dtype_name, impl, threads, residual=False, expected=None):
     """A convpool.Operator for the layer, its weights converted to dtype_name (torch's rounding).
 
     threads None: the operator runs on the process-wide pool, which follows
@@ -444,6 +444,8 @@ def _pack(weight, bias, layer, dtype_name, impl, threads, residual=False):
         _follow_torch_threads()              # the pool starts at torch's size
     if residual:
         kwargs["residual"] = True
+    if expected is not None:
+        kwargs["expected_input"] = expected
     return Operator(w, b, dtype=dtype_name, impl=impl, threads=threads, **kwargs)
 
 
@@ -475,9 +477,10 @@ class _Packed:
 class _Packs:
     """The packed operators of one layer by input dtype, repacked when the weights change."""
 
-    def __init__(self, impl="auto", threads=None):
+    def __init__(self, impl="auto", threads=None, expected=None):
         self.impl = impl
         self.threads = threads
+        self.expected = expected             # (batch, height, width) the operators are made for
         self.lock = threading.Lock()
         self.by_dtype = {}
         self.fallback_calls = 0              # calls computed with torch's ops
@@ -494,7 +497,7 @@ class _Packs:
                 # running it); it closes itself when its last reference goes.
                 self.by_dtype.pop(key, None)
                 packed = _Packed(_pack(weight, bias, spec, dtype_name, self.impl, self.threads,
-                                       residual), spec, weight, bias)
+                                       residual, self.expected), spec, weight, bias)
                 self.by_dtype[key] = packed
             return packed.operator
 
@@ -1053,6 +1056,7 @@ class ConvPool2d(nn.Module):
         self.spec = LayerSpec.make(padding=parameters["padding"], activation=act, **pooling)
         self.impl = impl
         self.threads = threads
+        self.expected_input = None
         self.source = source
         self.register_buffer("weight", conv.weight.detach())
         self.register_buffer("bias", None if conv.bias is None else conv.bias.detach())
@@ -1084,9 +1088,10 @@ class ConvPool2d(nn.Module):
         self.__dict__.setdefault("dilation", 1)
         self.__dict__.setdefault("groups", 1)
         self.__dict__.setdefault("residual", False)
+        self.__dict__.setdefault("expected_input", None)
 
     def _attach_packs(self):
-        self._packs = _Packs(self.impl, self.threads)
+        self._packs = _Packs(self.impl, self.threads, self.expected_input)
         self._cache_key = _new_cache_key()
         with _REGISTRY_LOCK:
             _LIVE_PACKS[self._cache_key] = self._packs
@@ -1101,6 +1106,31 @@ class ConvPool2d(nn.Module):
                           self._pool_stride, self._pool_padding, self._ceil_mode, self.stride,
                           self.dilation, self.groups)
         return self._packs.operator(dtype_name, self.weight, self.bias, layer)
+
+    def expect_input(self, shape: Optional[Sequence[int]]) -> None:
+        """Pack for inputs of this shape ([B, C_in, H, W], or [C_in, H, W] for one
+        image; None: any shape), now.
+
+        With impl "auto" the library settles its choice for that shape and packs
+        that algorithm's weights alone (convpool.Operator's expected_input: for a
+        512-channel 3x3 layer at 7x7, 9.4 MB where any shape needs 73). Inputs of
+        other shapes are still computed correctly, by that algorithm.
+        ``expected_input`` holds (batch, height, width) or None; a copy or a
+        pickle keeps it. fuse() with an example input sets it for every layer.
+        """
+        if shape is None:
+            expected = None
+        else:
+            shape = tuple(int(v) for v in shape)
+            if len(shape) == 3:
+                shape = (1,) + shape
+            if len(shape) != 4 or shape[1] != self.in_channels or min(shape) < 1:
+                raise ValueError(f"expect_input: {shape} is not an input shape [B, "
+                                 f"{self.in_channels}, H, W] of this layer")
+            expected = (shape[0], shape[2], shape[3])
+        self.expected_input = expected
+        self._packs.expected = expected
+        self.repack()
 
     def repack(self) -> None:
         """Pack the weights again now (after an edit the version counter does not see)."""

@@ -366,6 +366,56 @@ class TestFuse(unittest.TestCase):
         with self.assertRaises(TypeError):
             cpt.fuse(lambda x: x)
 
+    def test_expect_input(self):
+        # 256 -> 256 3x3 at 14x14: auto's Winograd hands that shape to F(2x2, 3x3);
+        # settled for it, the layer packs that algorithm alone: the same bytes for
+        # that shape, correct ones for another, kept by a pickle.
+        torch.manual_seed(6)
+        conv = nn.Conv2d(256, 256, 3, padding=1).eval()
+        x = torch.randn(1, 256, 14, 14)
+        any_shape, settled = cpt.ConvPool2d(conv, "relu"), cpt.ConvPool2d(conv, "relu")
+        self.assertIsNone(settled.expected_input)
+        settled.expect_input(x.shape)
+        self.assertEqual(settled.expected_input, (1, 14, 14))
+        text = settled.operator("float32").describe(tuple(x.shape))
+        self.assertIn("settled at create for the expected shape [1, 256, 14, 14]", text)
+        self.assertNotIn("settled", any_shape.operator("float32").describe(tuple(x.shape)))
+        with torch.no_grad():
+            self.assertTrue(torch.equal(settled(x), any_shape(x)))
+            y = torch.randn(2, 256, 9, 9)
+            self.assertLessEqual(relative_error(settled(y), F.relu(conv(y))), 1e-5)
+        copied = pickle.loads(pickle.dumps(settled))
+        self.assertEqual(copied.expected_input, (1, 14, 14))
+        self.assertIn("settled", copied.operator("float32").describe(tuple(x.shape)))
+        settled.expect_input(None)
+        self.assertNotIn("settled", settled.operator("float32").describe(tuple(x.shape)))
+        with self.assertRaises(ValueError):
+            settled.expect_input((1, 3, 14, 14))             # not C_in
+
+    def test_fuse_with_example_settles(self):
+        model = self.model()
+        x = torch.rand(2, 3, 32, 32)
+        fused, report = cpt.fuse(model, x, report=True, trials=1)
+        self.assertLessEqual(relative_error(torch_run([fused], x), torch_run([model], x)), 1e-5)
+        # each of auto's modules packed for the shape it gets from x
+        modules = dict(fused.named_modules())
+        seen, handles = {}, []
+
+        def record(path):
+            def hook(module, args):
+                seen.setdefault(path, tuple(args[0].shape))   # returns None: args unchanged
+            return hook
+
+        for f in report.fused:
+            if f.impl is None:
+                handles.append(modules[f.path].register_forward_pre_hook(record(f.path)))
+        torch_run([fused], x)
+        for h in handles:
+            h.remove()
+        self.assertTrue(seen)
+        for path, shape in seen.items():
+            self.assertEqual(modules[path].expected_input, (shape[0], shape[2], shape[3]), path)
+
 
 def conv_act_pool(c_in=3, c_out=6):
     return nn.Sequential(nn.Conv2d(c_in, c_out, 3, padding=1), nn.ReLU(),
