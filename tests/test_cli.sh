@@ -647,6 +647,9 @@ if "$cli" $wide --show-tiling | grep -q '^isa            avx512'; then
   cmp -s "$tmp/mr32/out.bin" "$tmp/mr64/out.bin" || { echo "direct's 64-channel tiles changed the bytes"; fail=1; }
   CONVPOOL_DIRECT_MR=48 "$cli" $wide --show-tiling | grep -q '^register tile .*CONVPOOL_DIRECT_MR not recognised, ignored' ||
     { echo "CONVPOOL_DIRECT_MR=48: not said to be ignored"; fail=1; }
+  # capped to AVX2, the plan does not speak of AVX-512 tiles
+  CONVPOOL_ISA=avx2 "$cli" $wide --show-tiling | grep -q '^register tile .*AVX-512' &&
+    { echo "direct under CONVPOOL_ISA=avx2 describes AVX-512 tiles"; fail=1; }
 else
   echo "skip: direct's 64-channel tiles are AVX-512's (this CPU has no AVX-512)"
 fi

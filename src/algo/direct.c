@@ -700,16 +700,18 @@ static void cp_direct_describe(const cp_plan *pl, char *text, size_t capacity) {
   const cp_direct_plan *dp = CP_ALGO_STATE(const cp_direct_plan, pl->state);
   const cp_cl_ukernel *uk = dp->uk;
   const cp_cpu *cpu = cp_cpu_get();
+  char width[160] = ""; /* the fp32 AVX-512 tiles' width, where the run's kernels are those */
+  if (uk->isa >= CP_ISA_AVX512 && uk->cpack == 1)
+    snprintf(width, sizeof width, "; fp32 AVX-512 tiles of %d channels%s", cpu->direct_mr,
+             cpu->direct_mr_from_env > 0   ? " (CONVPOOL_DIRECT_MR)"
+             : cpu->direct_mr_from_env < 0 ? " (CONVPOOL_DIRECT_MR not recognised, ignored)"
+                                           : " on this CPU where they fit (cp_direct_kernel)");
   snprintf(text, capacity,
            "register tile  %d output channels (in the lanes) x %d conv positions, row after row "
-           "(input broadcast); %lld channel blocks; fp32 AVX-512 tiles of %d channels%s\n"
+           "(input broadcast); %lld channel blocks%s\n"
            "panel          %lld pooled rows x %lld pooled columns: conv %lld rows (%lld input "
            "rows) x %lld columns x %lld channels, %s, %s; stride and dilation read in place\n",
-           uk->mr, uk->np, (long long)pl->co_blocks, cpu->direct_mr,
-           cpu->direct_mr_from_env > 0   ? " (CONVPOOL_DIRECT_MR)"
-           : cpu->direct_mr_from_env < 0 ? " (CONVPOOL_DIRECT_MR not recognised, ignored)"
-                                         : " on this CPU where they fit (cp_direct_kernel)",
-           (long long)pl->group, (long long)pl->col_block, (long long)pl->conv_rows,
+           uk->mr, uk->np, (long long)pl->co_blocks, width, (long long)pl->group, (long long)pl->col_block, (long long)pl->conv_rows,
            (long long)((pl->conv_rows - 1) * pl->conv_stride + pl->extent),
            (long long)pl->conv_cols, (long long)pl->c_in,
            uk->cpack == 2 ? "bf16 channel pairs" : "fp32",
