@@ -711,7 +711,8 @@ static void cp_direct_describe(const cp_plan *pl, char *text, size_t capacity) {
            "(input broadcast); %lld channel blocks%s\n"
            "panel          %lld pooled rows x %lld pooled columns: conv %lld rows (%lld input "
            "rows) x %lld columns x %lld channels, %s, %s; stride and dilation read in place\n",
-           uk->mr, uk->np, (long long)pl->co_blocks, width, (long long)pl->group, (long long)pl->col_block, (long long)pl->conv_rows,
+           uk->mr, uk->np, (long long)pl->co_blocks, width, (long long)pl->group,
+           (long long)pl->col_block, (long long)pl->conv_rows,
            (long long)((pl->conv_rows - 1) * pl->conv_stride + pl->extent),
            (long long)pl->conv_cols, (long long)pl->c_in,
            uk->cpack == 2 ? "bf16 channel pairs" : "fp32",
